@@ -1,0 +1,1 @@
+"""Facts about a function's code; nothing here rewrites anything."""

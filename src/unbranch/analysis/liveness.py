@@ -1,0 +1,220 @@
+"""Liveness and definite assignment over structured statements.
+
+Facts are keyed by node identity in the tree that was analysed:
+``live_out[stmt]`` is the set of names read after ``stmt`` before being rebound;
+``defined[stmt]`` is the set of local names certainly bound when ``stmt`` starts.
+Loops iterate to a fixpoint; ``try`` and ``match`` are approximated conservatively
+(more names live, fewer defined), which can only make a rule refuse, never miscompile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from .names import (
+    block_reads,
+    block_writes,
+    def_free_reads,
+    expr_effects,
+    expr_reads,
+    param_names,
+    small_effects,
+    target_names,
+    target_reads,
+)
+
+ALL = None  # "every name": the state after return/raise/break, where nothing is reachable
+
+
+@dataclass
+class Facts:
+    live_out: dict = field(default_factory=dict)
+    defined: dict = field(default_factory=dict)
+    locals: set = field(default_factory=set)
+    declared_nonlocal: set = field(default_factory=set)
+
+
+def orelse_body(node) -> list:
+    """Statements of an ``else``/``elif`` part as a list (an ``elif`` is one nested ``if``)."""
+    if node.orelse is None:
+        return []
+    if isinstance(node.orelse, cst.If):
+        return [node.orelse]
+    return list(node.orelse.body.body)
+
+
+def analyse_function(fn: cst.FunctionDef, live_at_end: set[str] = frozenset()) -> Facts:
+    """Liveness and definedness facts for every statement of ``fn``'s body."""
+    facts = Facts()
+    body = list(fn.body.body)
+    params = set(param_names(fn))
+    facts.locals = params | block_writes(body)
+    facts.declared_nonlocal = _declared(body)
+    _Liveness(facts).block(body, set(live_at_end), set(), set())
+    _Defined(facts).block(body, params)
+    return facts
+
+
+def live_in(stmts, live_out) -> set[str]:
+    """Names read by ``stmts`` before being bound, given what is live after them."""
+    return _Liveness(Facts()).block(stmts, set(live_out), set(), set())
+
+
+def assigned(stmts):
+    """Names certainly bound by running ``stmts`` (``ALL`` when they always return or raise)."""
+    return _Defined(Facts()).block(stmts, set())
+
+
+def meet(a, b):
+    """Names bound on both paths (``ALL`` is the identity)."""
+    return b if a is ALL else (a if b is ALL else a & b)
+
+
+def _declared(stmts) -> set[str]:
+    out: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Global(self, node):
+            out.update(n.name.value for n in node.names)
+
+        visit_Nonlocal = visit_Global
+
+        def visit_FunctionDef(self, node):
+            return False
+
+        visit_ClassDef = visit_FunctionDef
+
+    for s in stmts:
+        s.visit(V())
+    return out
+
+
+class _Liveness:
+    def __init__(self, facts: Facts):
+        self.facts = facts
+
+    def block(self, stmts, out, brk, cont):
+        live = set(out)
+        for s in reversed(stmts):
+            live = self.stmt(s, live, brk, cont)
+        return live
+
+    def stmt(self, s, out, brk, cont):
+        self.facts.live_out[s] = out
+        if isinstance(s, cst.SimpleStatementLine):
+            live = set(out)
+            for small in reversed(s.body):
+                live = self.small(small, live, brk, cont)
+            return live
+        if isinstance(s, cst.If):
+            reads, _ = expr_effects(s.test)
+            return reads | self.block(s.body.body, out, brk, cont) | self.block(orelse_body(s), out, brk, cont)
+        if isinstance(s, (cst.For, cst.While)):
+            return self.loop(s, out, brk, cont)
+        if isinstance(s, cst.With):
+            inner = self.block(s.body.body, out, brk, cont)
+            for item in reversed(s.items):
+                if item.asname is not None:
+                    inner = (inner - target_names(item.asname.name)) | target_reads(item.asname.name)
+                inner |= expr_reads(item.item)
+            return inner
+        if isinstance(s, (cst.FunctionDef, cst.ClassDef)):
+            return (out - {s.name.value}) | def_free_reads(s)
+        if isinstance(s, (cst.Try, cst.TryStar)):
+            final = self.block(s.finalbody.body.body, out, brk, cont) if s.finalbody else set()
+            after = out | final
+            handlers = set()
+            for h in s.handlers:
+                handlers |= expr_reads(h.type) | self.block(h.body.body, after, brk, cont)
+            orelse = self.block(s.orelse.body.body, after, brk, cont) if s.orelse else after
+            return self.block(s.body.body, after | orelse | handlers, brk, cont) | handlers | final
+        # match and anything newer: everything it reads is live, nothing is killed
+        return out | block_reads([s])
+
+    def loop(self, s, out, brk, cont):
+        if isinstance(s, cst.For):
+            head_reads, bound = target_reads(s.target), target_names(s.target)
+            entry = expr_reads(s.iter)
+        else:
+            head_reads, bound = expr_effects(s.test)
+            entry = set()
+        orelse = self.block(s.orelse.body.body, out, brk, cont) if s.orelse else set(out)
+        head = set(orelse)
+        while True:
+            body_in = self.block(s.body.body, head, out, head)
+            new_head = orelse | head_reads | (body_in - bound)
+            if new_head <= head:
+                break
+            head |= new_head
+        return entry | head
+
+    def small(self, s, out, brk, cont):
+        if isinstance(s, cst.Return):
+            return expr_reads(s.value)
+        if isinstance(s, cst.Raise):
+            return expr_reads(s.exc) | expr_reads(s.cause)
+        if isinstance(s, cst.Break):
+            return set(brk)
+        if isinstance(s, cst.Continue):
+            return set(cont)
+        reads, writes = small_effects(s)
+        if isinstance(s, cst.AugAssign):
+            return out | reads
+        return (out - writes) | reads
+
+
+class _Defined:
+    def __init__(self, facts: Facts):
+        self.facts = facts
+
+    def block(self, stmts, d):
+        for s in stmts:
+            if d is not ALL:
+                self.facts.defined[s] = d
+                d = self.stmt(s, d)
+            else:  # unreachable code: record it as defining nothing it would need
+                self.facts.defined[s] = set()
+                self.stmt(s, set())
+        return d
+
+    def stmt(self, s, d):
+        if isinstance(s, cst.SimpleStatementLine):
+            for small in s.body:
+                if isinstance(small, (cst.Return, cst.Raise, cst.Break, cst.Continue)):
+                    return ALL
+                _, writes = small_effects(small)
+                if isinstance(small, cst.Del):
+                    d = d - writes
+                elif not isinstance(small, cst.AnnAssign) or small.value is not None:
+                    d = d | writes
+            return d
+        if isinstance(s, cst.If):
+            _, walrus = expr_effects(s.test)
+            d = d | walrus
+            return meet(self.block(s.body.body, set(d)), self.block(orelse_body(s), set(d)))
+        if isinstance(s, (cst.For, cst.While)):
+            bound = target_names(s.target) if isinstance(s, cst.For) else set()
+            self.block(s.body.body, d | bound)
+            if s.orelse:  # skipped on break: what it binds is not certain afterwards
+                self.block(s.orelse.body.body, set(d))
+            return d
+        if isinstance(s, cst.With):
+            bound = set()
+            for item in s.items:
+                if item.asname is not None:
+                    bound |= target_names(item.asname.name)
+            return self.block(s.body.body, d | bound)
+        if isinstance(s, (cst.FunctionDef, cst.ClassDef)):
+            return d | {s.name.value}
+        if isinstance(s, (cst.Try, cst.TryStar)):
+            self.block(s.body.body, set(d))
+            for h in s.handlers:
+                self.block(h.body.body, set(d) | (target_names(h.name.name) if h.name else set()))
+            if s.orelse:
+                self.block(s.orelse.body.body, set(d))
+            if s.finalbody:
+                return self.block(s.finalbody.body.body, set(d))
+            return d
+        return d

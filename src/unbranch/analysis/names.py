@@ -1,0 +1,264 @@
+"""Which names a piece of libcst code reads and binds, respecting nested scopes.
+
+Lighter than libcst's ScopeProvider (which costs ~5x parse+codegen on transformers):
+only local-variable facts are needed to build branch functions.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+class _Collector(cst.CSTVisitor):
+    """Collects names read (upward-exposed within an expression) and names bound."""
+
+    def __init__(self) -> None:
+        self.reads: set[str] = set()
+        self.writes: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.reads.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
+        node.value.visit(self)
+        self.writes |= target_names(node.target)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        params = _param_names(node.params)
+        for p in _all_params(node.params):
+            if p.default is not None:
+                p.default.visit(self)
+        self.reads |= expr_reads(node.body) - params
+        return False
+
+    def _comprehension(self, node, elements) -> bool:
+        bound: set[str] = set()
+        inner = _Collector()
+        first = True
+        for_in = node.for_in
+        while for_in is not None:
+            if first:
+                for_in.iter.visit(self)  # the first iterable is evaluated in the enclosing scope
+                first = False
+            else:
+                for_in.iter.visit(inner)
+            bound |= target_names(for_in.target)
+            for cond in for_in.ifs:
+                cond.visit(inner)
+            for_in = for_in.inner_for_in
+        for e in elements:
+            e.visit(inner)
+        self.reads |= inner.reads - bound
+        self.writes |= inner.writes - bound  # walrus in a comprehension binds in the enclosing scope
+        return False
+
+    def visit_ListComp(self, node):
+        return self._comprehension(node, [node.elt])
+
+    visit_SetComp = visit_GeneratorExp = visit_ListComp
+
+    def visit_DictComp(self, node):
+        return self._comprehension(node, [node.key, node.value])
+
+
+def _all_params(params: cst.Parameters):
+    yield from params.posonly_params
+    yield from params.params
+    if isinstance(params.star_arg, cst.Param):
+        yield params.star_arg
+    yield from params.kwonly_params
+    if params.star_kwarg is not None:
+        yield params.star_kwarg
+
+
+def _param_names(params: cst.Parameters) -> set[str]:
+    return {p.name.value for p in _all_params(params)}
+
+
+def param_names(fn: cst.FunctionDef) -> list[str]:
+    """Parameter names of ``fn`` in order."""
+    return [p.name.value for p in _all_params(fn.params)]
+
+
+def expr_reads(node: cst.CSTNode | None) -> set[str]:
+    """Names an expression reads (free names of lambdas and comprehensions included)."""
+    if node is None:
+        return set()
+    c = _Collector()
+    node.visit(c)
+    return c.reads
+
+
+def expr_effects(node: cst.CSTNode | None) -> tuple[set[str], set[str]]:
+    """(reads, walrus bindings) of an expression."""
+    if node is None:
+        return set(), set()
+    c = _Collector()
+    node.visit(c)
+    return c.reads, c.writes
+
+
+def target_names(target: cst.BaseExpression) -> set[str]:
+    """Names bound by an assignment target (``a``, ``a, *b``, ``[a, (b, c)]``)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: set[str] = set()
+        for el in target.elements:
+            out |= target_names(el.value)
+        return out
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return set()  # attribute and subscript targets bind no local name
+
+
+def target_reads(target: cst.BaseExpression) -> set[str]:
+    """Names an assignment target reads (``x`` in ``x[i] = ...`` and ``x.a = ...``)."""
+    if isinstance(target, cst.Name):
+        return set()
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: set[str] = set()
+        for el in target.elements:
+            out |= target_reads(el.value)
+        return out
+    if isinstance(target, cst.StarredElement):
+        return target_reads(target.value)
+    return expr_reads(target)
+
+
+def small_effects(stmt: cst.BaseSmallStatement) -> tuple[set[str], set[str]]:
+    """(reads, writes) of one simple statement; ``del`` counts as a write (it unbinds)."""
+    if isinstance(stmt, cst.Assign):
+        reads, writes = expr_effects(stmt.value)
+        for t in stmt.targets:
+            reads |= target_reads(t.target)
+            writes |= target_names(t.target)
+        return reads, writes
+    if isinstance(stmt, cst.AnnAssign):
+        reads, writes = expr_effects(stmt.value)
+        if stmt.value is not None:
+            writes |= target_names(stmt.target)
+        return reads | target_reads(stmt.target), writes
+    if isinstance(stmt, cst.AugAssign):
+        reads, writes = expr_effects(stmt.value)
+        return reads | expr_reads(stmt.target), writes | target_names(stmt.target)
+    if isinstance(stmt, cst.Del):
+        return target_reads(stmt.target), target_names(stmt.target)
+    if isinstance(stmt, cst.Import):
+        return set(), {_import_binding(a) for a in stmt.names}
+    if isinstance(stmt, cst.ImportFrom):
+        if isinstance(stmt.names, cst.ImportStar):
+            return set(), set()
+        return set(), {_import_binding(a) for a in stmt.names}
+    if isinstance(stmt, (cst.Global, cst.Nonlocal, cst.Pass, cst.Break, cst.Continue)):
+        return set(), set()
+    # Expr, Return, Raise, Assert: expressions only
+    return expr_effects(stmt)
+
+
+def _import_binding(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None:
+        return alias.asname.name.value
+    name = alias.name
+    while isinstance(name, cst.Attribute):
+        name = name.value
+    return name.value
+
+
+def def_free_reads(node: cst.FunctionDef | cst.ClassDef) -> set[str]:
+    """Names a nested def/class reads from the enclosing scope when it is defined or called."""
+    reads: set[str] = set()
+    for d in node.decorators:
+        reads |= expr_reads(d.decorator)
+    if isinstance(node, cst.ClassDef):
+        for a in (*node.bases, *node.keywords):
+            reads |= expr_reads(a.value)
+        return reads | (block_reads(node.body.body) - block_writes(node.body.body))
+    for p in _all_params(node.params):
+        reads |= expr_reads(p.default) | expr_reads(p.annotation.annotation if p.annotation else None)
+    return reads | (block_reads(node.body.body) - block_writes(node.body.body) - _param_names(node.params))
+
+
+class _BlockNames(cst.CSTVisitor):
+    """All reads and writes in a block, stopping at nested function and class scopes."""
+
+    def __init__(self) -> None:
+        self.reads: set[str] = set()
+        self.writes: set[str] = set()
+
+    def _small(self, node) -> bool:
+        r, w = small_effects(node)
+        self.reads |= r
+        self.writes |= w
+        return False
+
+    visit_Assign = visit_AnnAssign = visit_AugAssign = visit_Del = _small
+    visit_Import = visit_ImportFrom = visit_Expr = visit_Return = visit_Raise = visit_Assert = _small
+
+    def visit_FunctionDef(self, node) -> bool:
+        self.reads |= def_free_reads(node)
+        self.writes.add(node.name.value)
+        return False
+
+    visit_ClassDef = visit_FunctionDef
+
+    def _test(self, node) -> bool:
+        r, w = expr_effects(node.test)
+        self.reads |= r
+        self.writes |= w
+        return True
+
+    visit_If = visit_While = _test
+
+    def visit_For(self, node: cst.For) -> bool:
+        self.reads |= expr_reads(node.iter) | target_reads(node.target)
+        self.writes |= target_names(node.target)
+        return True
+
+    def visit_WithItem(self, node: cst.WithItem) -> bool:
+        self.reads |= expr_reads(node.item)
+        if node.asname is not None:
+            self.writes |= target_names(node.asname.name)
+            self.reads |= target_reads(node.asname.name)
+        return False
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
+        self.reads |= expr_reads(node.type)
+        if node.name is not None:
+            self.writes |= target_names(node.name.name)
+        return True
+
+    def visit_Match(self, node) -> bool:
+        self.reads |= expr_reads(node.subject)
+        for case in node.cases:
+            c = _Collector()
+            case.pattern.visit(c)
+            self.writes |= c.reads  # capture patterns bind; dotted value patterns are rare
+            self.reads |= expr_reads(case.guard)
+        return True
+
+
+def _block_names(stmts) -> _BlockNames:
+    v = _BlockNames()
+    for s in stmts:
+        s.visit(v)
+    return v
+
+
+def block_reads(stmts) -> set[str]:
+    """Every name a block reads anywhere (not only upward-exposed), nested scopes' free names included."""
+    return _block_names(stmts).reads
+
+
+def block_writes(stmts) -> set[str]:
+    """Every name a block binds, not looking into nested function or class bodies."""
+    return _block_names(stmts).writes

@@ -1,0 +1,205 @@
+"""Public entry points: transform_method and the torch_export_rewrite context manager."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import os
+import types
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from . import cache, loader, runtime
+from .errors import UnbranchError
+from .pipeline import Options, compile_source
+from .source import SourceInfo, get_source, innermost_function
+
+# functions whose __code__ is swapped right now -> their original code object
+_ORIGINAL_CODE: dict[types.FunctionType, types.CodeType] = {}
+
+
+@dataclass
+class RewrittenMethod:
+    """One rewritten function: its source before and after, and the compiled result."""
+
+    function: types.FunctionType  # the innermost (undecorated) function that was rewritten
+    source: SourceInfo
+    code: str  # rewritten source; equals ``original_code`` when nothing needed rewriting
+    changed: bool
+    notes: list
+    code_object: types.CodeType  # the original's own code object when nothing changed
+
+    @property
+    def original_code(self) -> str:
+        return self.source.text
+
+    @property
+    def qualname(self) -> str:
+        return self.source.qualname
+
+    @cached_property
+    def func(self) -> types.FunctionType:
+        """The rewritten function (a method takes ``self`` first), callable on its own."""
+        if not self.changed:
+            return (
+                self.function
+                if self.function.__code__ is self.code_object
+                else loader.make_function(self.function, self.code_object)
+            )
+        return loader.make_function(self.function, self.code_object)
+
+    def diff(self) -> str:
+        name = f"{self.source.path}:{self.source.line}"
+        return "".join(
+            difflib.unified_diff(
+                self.original_code.splitlines(True), self.code.splitlines(True), f"a/{name}", f"b/{name}"
+            )
+        )
+
+
+def _rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
+    original = _ORIGINAL_CODE.get(fn, fn.__code__)
+    key = options.key()
+    hit = cache.get_result(original, key)
+    if hit is not None:
+        return RewrittenMethod(fn, *hit)
+    info = get_source(fn, original)
+    skey = cache.source_key(info.text, key)
+    compiled = cache.get_compiled(skey)
+    if compiled is None:
+        compiled = compile_source(info, options, [k for k, v in fn.__globals__.items() if v is not runtime])
+        cache.put_compiled(skey, compiled)
+    if compiled.changed:
+        digest = hashlib.sha256(f"{skey}{info.path}{info.line}".encode()).hexdigest()
+        filename = loader.filename_for(info, digest)
+        code = loader.compile_function(compiled.text, info, original.co_freevars, filename)
+        code = code.replace(co_qualname=original.co_qualname, co_name=original.co_name)
+        loader.register(filename, info, compiled.text)
+        loader.bind_runtime(fn, compiled.runtime)
+    else:
+        code = original
+    parts = (info, compiled.text, compiled.changed, compiled.notes, code)
+    cache.put_result(original, key, parts)
+    return RewrittenMethod(fn, *parts)
+
+
+def transform_method(
+    func, prefix: str = "branch_cond", filter_node=None, pre_rewriter=None, post_rewriter=None, strict: bool = True
+) -> RewrittenMethod:
+    """Rewrite one function or method; ``.code``, ``.func`` and ``.diff()`` show the result.
+
+    Hooks take and return libcst nodes: ``filter_node(if_node) -> bool`` chooses which
+    dispatched ``if`` statements to rewrite, ``pre_rewriter``/``post_rewriter`` map the
+    ``FunctionDef`` before and after the rules. ``strict`` raises UnbranchError for an ``if``
+    on a plainly tensor condition that cannot be converted (otherwise it stays plain Python).
+    """
+    fn = innermost_function(func)
+    opts = Options(
+        prefix=prefix,
+        filter_node=filter_node,
+        pre_rewriter=pre_rewriter,
+        post_rewriter=post_rewriter,
+        strict=strict,
+        is_method=_is_method(fn),
+    )
+    return _rewrite(fn, opts)
+
+
+def _is_method(fn) -> bool:
+    qual = fn.__qualname__.split(".")
+    return len(qual) > 1 and qual[-2] != "<locals>" and fn.__code__.co_argcount > 0
+
+
+@dataclass
+class Report:
+    """What a torch_export_rewrite context rewrote."""
+
+    rewritten: list = field(default_factory=list)
+
+    def __iter__(self):
+        return iter(self.rewritten)
+
+    def __len__(self):
+        return len(self.rewritten)
+
+    def __str__(self):
+        lines = [f"{len(self.rewritten)} function(s) rewritten"]
+        for rm in self.rewritten:
+            conds = sum(n.kind == "cond" for n in rm.notes)
+            lines.append(f"  {rm.qualname} ({rm.source.path}:{rm.source.line}): {conds} if(s) dispatched")
+        return "\n".join(lines)
+
+
+def _targets(rewrite) -> list[tuple[object, dict]]:
+    """Normalise the ``rewrite=`` list into (callable, hooks) pairs."""
+    out = []
+    for item in rewrite or ():
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], type) and isinstance(item[1], str):
+            cls, name = item
+            for klass in cls.__mro__:
+                if name in klass.__dict__:
+                    out.append((klass.__dict__[name], {}))
+                    break
+            else:
+                raise UnbranchError(f"{cls.__qualname__} has no attribute {name!r}", construct="rewrite target")
+        elif isinstance(item, dict):
+            if "function" not in item:
+                raise UnbranchError("a rewrite dict needs a 'function' key", construct="rewrite target")
+            hooks = {k: item[k] for k in ("filter_node", "pre_rewriter", "post_rewriter", "prefix") if k in item}
+            out.append((item["function"], hooks))
+        else:
+            out.append((item, {}))
+    return out
+
+
+def _dump(directory: str, rm: RewrittenMethod) -> None:
+    os.makedirs(directory, exist_ok=True)
+    base = os.path.join(directory, rm.qualname.replace("<locals>", "locals"))
+    for suffix, text in ((".original.py", rm.original_code), (".rewritten.py", rm.code), (".diff", rm.diff())):
+        with open(base + suffix, "w") as f:
+            f.write(text)
+
+
+@contextlib.contextmanager
+def torch_export_rewrite(
+    model=None, rewrite=None, dump_rewriting: str | None = None, verbose: int = 0, strict: bool = True
+):
+    """Swap in rewritten code for the functions in ``rewrite`` (and those ``model`` needs) while inside.
+
+    Everything is rewritten before anything is swapped, so a failure leaves all originals
+    in place; on exit (also after an exception) every original code object is restored.
+    """
+    from .discovery import discover
+
+    targets = _targets(rewrite)
+    if model is not None:
+        targets += discover(model)
+    report = Report()
+    seen = set()
+    for target, hooks in targets:
+        fn = innermost_function(target)
+        if fn in seen:
+            continue
+        seen.add(fn)
+        opts = Options(strict=strict, is_method=_is_method(fn), **hooks)
+        rm = _rewrite(fn, opts)
+        if rm.changed:
+            report.rewritten.append(rm)
+    swapped = []
+    try:
+        for rm in report.rewritten:
+            fn = rm.function
+            _ORIGINAL_CODE.setdefault(fn, fn.__code__)
+            swapped.append((fn, fn.__code__))
+            fn.__code__ = rm.code_object
+            if verbose:
+                print(f"[unbranch] rewrote {rm.qualname} ({rm.source.path}:{rm.source.line})")
+            if dump_rewriting:
+                _dump(dump_rewriting, rm)
+        yield report
+    finally:
+        for fn, code in reversed(swapped):
+            fn.__code__ = code
+            if code is _ORIGINAL_CODE.get(fn):
+                del _ORIGINAL_CODE[fn]

@@ -1,0 +1,92 @@
+"""State shared by the passes of one rewrite: options, namer, classifier, origins, notes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from .analysis.classify import STATIC, Classifier
+from .errors import UnbranchError
+from .source import SourceInfo
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Namer:
+    """Fresh names that collide with nothing in the source or the function's globals."""
+
+    def __init__(self, taken):
+        self.taken = set(taken)
+
+    def new(self, base: str) -> str:
+        name, n = base, 0
+        while name in self.taken:
+            n += 1
+            name = f"{base}_{n}"
+        self.taken.add(name)
+        return name
+
+    def numbered(self, base: str, suffixes) -> list[str]:
+        """Names ``{base}_{suffix}_{n}`` for every suffix, with the smallest ``n`` free for all."""
+        n = 1
+        while any(f"{base}_{s}_{n}" in self.taken for s in suffixes):
+            n += 1
+        names = [f"{base}_{s}_{n}" for s in suffixes]
+        self.taken.update(names)
+        return names
+
+
+@dataclass
+class Note:
+    """One thing the rewrite did (or declined to do), for reports and verbose output."""
+
+    line: int
+    kind: str  # "cond", "check", "left", ...
+    detail: str
+
+
+@dataclass
+class Context:
+    source: SourceInfo
+    module: cst.Module
+    classifier: Classifier
+    namer: Namer
+    runtime: str = "_ub"
+    prefix: str = "branch_cond"
+    filter_node: Callable | None = None
+    strict: bool = True  # raise on an if with a tensor condition that cannot be converted
+    self_name: str | None = None
+    notes: list = field(default_factory=list)
+    _positions: dict | None = None
+
+    def is_candidate(self, node: cst.If) -> bool:
+        """Should this ``if`` be dispatched at run time (not plainly a Python condition)?"""
+        if self.classifier.kind(node.test) == STATIC:
+            return False
+        return self.filter_node is None or bool(self.filter_node(node))
+
+    def line_of(self, node) -> int:
+        """Line in the original file of ``node`` (or of the function when it was synthesised)."""
+        if self._positions is None:
+            wrapper = cst.metadata.MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._positions = wrapper.resolve(cst.metadata.PositionProvider)
+        pos = self._positions.get(node)
+        if pos is None and isinstance(node, (cst.If, cst.While)):
+            pos = self._positions.get(node.test)
+        return self.source.line + (pos.start.line - 1 if pos else 0)
+
+    def error(self, message: str, node, construct: str) -> UnbranchError:
+        return UnbranchError(message, self.source.path, self.line_of(node), construct)
+
+    def note(self, node, kind: str, detail: str) -> None:
+        self.notes.append(Note(self.line_of(node), kind, detail))
+
+    def runtime_call(self, func: str, *args: cst.BaseExpression) -> cst.Call:
+        return cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name(func)), [cst.Arg(a) for a in args])
+
+
+def taken_names(text: str, extra=()) -> set[str]:
+    return set(_IDENT.findall(text)) | set(extra)

@@ -1,0 +1,95 @@
+"""Compile rewritten text into a code object that can replace the original's.
+
+The ``def`` is compiled nested in an outer function that binds the original's free
+variables, so the new code has the same ``co_freevars`` (closure cells, ``__class__`` for
+``super()``) and can be swapped into the original function object: every reference to it,
+decorator wrappers included, then runs the rewritten code (TORCH_FACTS §10). The text is
+registered in ``linecache`` under ``<unbranch:...>`` so tracebacks and ``inspect`` show it.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import types
+
+from . import runtime
+from .emit import SourceMap
+from .errors import UnbranchError
+from .runtime import source_map
+from .source import SourceInfo
+
+
+def filename_for(info: SourceInfo, digest: str) -> str:
+    # no angle brackets: linecache only loads lazy entries for names that look like files
+    return f"unbranch:{info.qualname}:{digest[:8]}"
+
+
+def compile_function(text: str, info: SourceInfo, freevars: tuple, filename: str) -> types.CodeType:
+    try:
+        tree = ast.parse(text, filename)
+    except SyntaxError as e:  # a hook produced bad code
+        raise UnbranchError(f"rewritten code does not compile: {e}", info.path, info.line, "rewrite") from None
+    fn = tree.body[0]
+    outer_body = [ast.Assign([ast.Name(v, ast.Store())], ast.Constant(None)) for v in freevars]
+    # reference every free variable so none drops out of co_freevars (their count is checked on swap)
+    if freevars:
+        keep = ast.If(
+            ast.Constant(False), [ast.Expr(ast.Tuple([ast.Name(v, ast.Load()) for v in freevars], ast.Load()))], []
+        )
+        fn.body.insert(0, ast.copy_location(keep, fn.body[0]))
+    outer = ast.FunctionDef(
+        "__unbranch_outer__",
+        ast.arguments([], [], None, [], [], None, []),
+        [*outer_body, fn, ast.Return(ast.Name(fn.name, ast.Load()))],
+        [],
+        None,
+        type_params=[],
+    )
+    code = compile(ast.fix_missing_locations(ast.Module([outer], [])), filename, "exec")
+    outer_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    inner = next(c for c in outer_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.name)
+    if inner.co_freevars != tuple(freevars):
+        raise UnbranchError(
+            f"rewritten code has free variables {inner.co_freevars}, the original {tuple(freevars)}",
+            info.path,
+            info.line,
+            "closure",
+        )
+    return inner
+
+
+def register(filename: str, info: SourceInfo, text: str) -> None:
+    """Make the rewritten text visible to tracebacks, ``inspect`` and error messages.
+
+    Lines read from linecache end with ``# original/file.py:LINE``; they are computed only
+    when something (a traceback, ``inspect``) first asks for them.
+    """
+    smap = SourceMap(info, text)
+    linecache.cache[filename] = (smap.annotated,)
+    source_map.register(filename, smap)
+
+
+def bind_runtime(fn: types.FunctionType, name: str) -> None:
+    """Rewritten code reaches unbranch.runtime through one global of the function's module."""
+    current = fn.__globals__.get(name)
+    if current is not None and current is not runtime:
+        raise UnbranchError(
+            f"module {fn.__module__} already defines {name!r}",
+            fn.__code__.co_filename,
+            fn.__code__.co_firstlineno,
+            "global",
+        )
+    fn.__globals__[name] = runtime
+
+
+def make_function(fn: types.FunctionType, code: types.CodeType) -> types.FunctionType:
+    """A new function object running ``code`` with ``fn``'s globals, closure and defaults."""
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = fn.__qualname__
+    new.__module__ = fn.__module__
+    new.__doc__ = fn.__doc__
+    new.__dict__.update(fn.__dict__)
+    new.__dict__.pop("__wrapped__", None)
+    return new

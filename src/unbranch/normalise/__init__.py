@@ -1,0 +1,1 @@
+"""Passes that put the code into the canonical forms the rules expect."""

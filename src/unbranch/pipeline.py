@@ -1,0 +1,113 @@
+"""The compiler, top to bottom: parse -> normalise -> rules -> emit.
+
+Each pass is ``apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef``. Analysis (names,
+liveness, classification) is recomputed by the passes that need it, on the tree they get.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from .analysis.classify import Classifier
+from .context import Context, Namer, taken_names
+from .errors import UnbranchError
+from .normalise import augmented_assign, early_return, elif_chain
+from .rules import if_to_cond, raise_to_check
+from .source import SourceInfo
+
+PASSES = [
+    raise_to_check.apply,  # first: `if c: raise` must not count as an early return
+    elif_chain.apply,  # dispatched elifs become `else: if`, so each if is a replaceable statement
+    early_return.apply,  # the code after a one-sided return moves into the other branch
+    augmented_assign.apply,  # x += y -> x = x + y in dispatched branches (no input mutation)
+    if_to_cond.apply,  # last: liveness on the final shape of the code, then branch functions
+]
+
+
+@dataclass
+class Options:
+    prefix: str = "branch_cond"
+    filter_node: object = None
+    pre_rewriter: object = None
+    post_rewriter: object = None
+    strict: bool = True
+    is_method: bool = True
+
+    def key(self) -> tuple:
+        hooks = tuple(_hook_key(h) for h in (self.filter_node, self.pre_rewriter, self.post_rewriter))
+        return (self.prefix, self.strict, self.is_method, hooks)
+
+
+def _hook_key(hook):
+    if hook is None:
+        return None
+    code = getattr(hook, "__code__", None)
+    if code is None:
+        return ("id", id(hook))
+    return (getattr(hook, "__module__", None), getattr(hook, "__qualname__", None), code.co_code, code.co_consts)
+
+
+@dataclass
+class Compiled:
+    """What the compiler made of one function's source."""
+
+    text: str  # rewritten source (== source text when nothing changed)
+    changed: bool
+    notes: list
+    runtime: str  # the global name the text uses for unbranch.runtime
+
+
+_NOTHING_TO_DO = re.compile(r"\bif\b")
+
+
+def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compiled:
+    hooked = options.pre_rewriter is not None or options.post_rewriter is not None
+    if not hooked and not _NOTHING_TO_DO.search(info.text):
+        return Compiled(info.text, False, [], "_ub")  # no parse needed for a function without ifs
+    try:
+        module = cst.parse_module(info.text)
+    except cst.ParserSyntaxError as e:
+        raise UnbranchError(
+            f"cannot parse the source: {e.message}", info.path, info.line + e.raw_line - 1, "syntax"
+        ) from None
+    fn = module.body[0] if module.body else None
+    if not isinstance(fn, cst.FunctionDef):
+        raise UnbranchError("the source is not a function definition", info.path, info.line, "def")
+    if fn.asynchronous is not None:
+        raise UnbranchError("async functions cannot be rewritten", info.path, info.line, "async def")
+    namer = Namer(taken_names(info.text, global_names))
+    classifier = Classifier.for_function(fn, is_method=options.is_method)
+    runtime = "_ub" if "_ub" not in taken_names(info.text, global_names) else namer.new("_ub")
+    ctx = Context(
+        source=info,
+        module=module,
+        classifier=classifier,
+        namer=namer,
+        runtime=runtime,
+        prefix=options.prefix,
+        filter_node=options.filter_node,
+        strict=options.strict,
+        self_name=classifier.self_name,
+    )
+    new = fn
+    if options.pre_rewriter is not None:
+        new = _hook(options.pre_rewriter, new, info, "pre_rewriter")
+    for apply in PASSES:
+        new = apply(new, ctx)
+    if options.post_rewriter is not None:
+        new = _hook(options.post_rewriter, new, info, "post_rewriter")
+    if not ctx.notes and (not hooked or new.deep_equals(fn)):
+        return Compiled(info.text, False, ctx.notes, runtime)
+    return Compiled(module.with_changes(body=[new, *module.body[1:]]).code, True, ctx.notes, runtime)
+
+
+def _hook(hook, fn, info, name):
+    out = hook(fn)
+    if not isinstance(out, cst.FunctionDef):
+        raise UnbranchError(
+            f"{name} must return a libcst FunctionDef, got {type(out).__name__}", info.path, info.line, name
+        )
+    return out

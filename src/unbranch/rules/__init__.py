@@ -1,0 +1,1 @@
+"""Rewrite rules: one module each, each with the before/after EXAMPLES the tests run."""

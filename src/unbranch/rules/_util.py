@@ -1,0 +1,194 @@
+"""Helpers shared by the rules: examples, blockers, branch-function building."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """``before`` (a function) becomes ``after`` exactly."""
+
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """``code`` comes back as it was."""
+
+    code: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Rewriting ``code`` raises UnbranchError with ``message`` in it."""
+
+    code: str
+    message: str
+
+
+class _Blockers(cst.CSTVisitor):
+    """Constructs that cannot move into a branch function, with the reason."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[cst.CSTNode, str]] = []
+        self.loops = 0
+        self.shelter = 0  # inside with/try: a return there cannot become a branch output
+
+    def visit_FunctionDef(self, node):
+        return False
+
+    visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def _loop(self, node):
+        self.loops += 1
+
+    def _unloop(self, node):
+        self.loops -= 1
+
+    visit_For = visit_While = _loop
+    leave_For = leave_While = _unloop
+
+    def visit_With(self, node):
+        self.shelter += 1
+
+    def leave_With(self, node):
+        self.shelter -= 1
+
+    def visit_Try(self, node):
+        self.found.append((node, "a try statement in a branch"))
+        return False
+
+    visit_TryStar = visit_Try
+
+    def visit_Return(self, node):
+        if self.loops or self.shelter:
+            self.found.append((node, "a return inside a loop or with block in a branch"))
+
+    def _jump(self, node):
+        if not self.loops:
+            self.found.append((node, "break/continue leaving the branch"))
+
+    visit_Break = visit_Continue = _jump
+
+    def visit_Yield(self, node):
+        self.found.append((node, "yield in a branch"))
+
+    def visit_Await(self, node):
+        self.found.append((node, "await in a branch"))
+
+    def visit_Global(self, node):
+        self.found.append((node, "global/nonlocal in a branch"))
+
+    visit_Nonlocal = visit_Global
+
+    def visit_Del(self, node):
+        self.found.append((node, "del in a branch"))
+
+    def visit_Call(self, node):
+        if isinstance(node.func, cst.Name) and node.func.value in ("locals", "vars", "exec", "eval") and not node.args:
+            self.found.append((node, f"{node.func.value}() in a branch"))
+
+
+def blockers(stmts) -> list[tuple[cst.CSTNode, str]]:
+    v = _Blockers()
+    for s in stmts:
+        s.visit(v)
+    return v.found
+
+
+class _Mutations(cst.CSTVisitor):
+    """Names whose object a block changes in place: ``x[i] = v``, ``x.add_(1)``, ``x[m] += 1``."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_FunctionDef(self, node):
+        return False
+
+    visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def _root(self, target):
+        while isinstance(target, (cst.Subscript, cst.Attribute)):
+            target = target.value
+        return target.value if isinstance(target, cst.Name) else None
+
+    def visit_AssignTarget(self, node):
+        if isinstance(node.target, cst.Subscript):
+            self.names.add(self._root(node.target))
+
+    def visit_AugAssign(self, node):
+        if isinstance(node.target, cst.Subscript):
+            self.names.add(self._root(node.target))
+
+    def visit_Call(self, node):
+        f = node.func
+        if isinstance(f, cst.Attribute) and f.attr.value.endswith("_") and not f.attr.value.endswith("__"):
+            self.names.add(self._root(f.value))
+
+
+def mutated_names(stmts) -> set[str]:
+    v = _Mutations()
+    for s in stmts:
+        s.visit(v)
+    v.names.discard(None)
+    return v.names
+
+
+class _ExplicitSuper(cst.CSTTransformer):
+    """Zero-argument ``super()`` fails in a nested function: name the class and instance."""
+
+    def __init__(self, self_name: str):
+        self.self_name = self_name
+
+    def visit_FunctionDef(self, node):
+        return False
+
+    visit_ClassDef = visit_FunctionDef
+
+    def leave_Call(self, original, updated):
+        if isinstance(updated.func, cst.Name) and updated.func.value == "super" and not updated.args:
+            return updated.with_changes(args=[cst.Arg(cst.Name("__class__")), cst.Arg(cst.Name(self.self_name))])
+        return updated
+
+
+def explicit_super(stmts, self_name: str | None) -> list:
+    if self_name is None:
+        return list(stmts)
+    t = _ExplicitSuper(self_name)
+    return [s.visit(t) for s in stmts]
+
+
+def in_order(names, stmts) -> list[str]:
+    """``names`` sorted by first appearance in ``stmts`` (then alphabetically)."""
+    order: dict[str, int] = {}
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, node):
+            order.setdefault(node.value, len(order))
+
+    for s in stmts:
+        s.visit(V())
+    return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+
+
+def names_expr(names) -> str:
+    """``a`` / ``a, b`` / ``()`` as source text."""
+    return ", ".join(names) if names else "()"
+
+
+def branch_def(name: str, params, body, outputs, header=None) -> cst.FunctionDef:
+    """``def name(params): body; return outputs`` (no ``return`` when ``outputs`` is empty)."""
+    stmts = list(body)
+    if outputs:
+        stmts.append(cst.parse_statement(f"return {', '.join(outputs)}"))
+    if not stmts:
+        stmts = [cst.SimpleStatementLine([cst.Pass()])]
+    fn = cst.parse_statement(f"def {name}({', '.join(params)}):\n    pass\n")
+    block = fn.body.with_changes(body=stmts)
+    if header is not None:
+        block = block.with_changes(header=header)
+    return fn.with_changes(body=block)

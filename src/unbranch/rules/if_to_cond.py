@@ -1,0 +1,189 @@
+"""``if`` on a condition that may be a tensor -> branch functions run by ``_ub.if_stmt``.
+
+    if x.sum() > 0:                    def branch_cond_then_1(x, y):
+        y = x * 2                          y = x * 2
+    else:                         ->       return y
+        y = -x                         def branch_cond_else_1(x, y):
+    out = y + 1                            y = -x
+                                           return y
+                                       y = _ub.if_stmt(x.sum() > 0, branch_cond_then_1,
+                                                       branch_cond_else_1, (x, y))
+                                       out = y + 1
+
+Branch functions take the variables they read that are defined before the ``if`` and
+return the variables live after it (liveness), so temporaries stay inside. An ``if`` that
+returns on both paths becomes ``return _ub.if_stmt(...)``. An ``if`` that cannot become
+branch functions stays plain Python behind ``_ub.unconverted``, which explains at run time
+why, should its condition turn out to be a tensor.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.classify import TENSOR
+from ..analysis.liveness import ALL, Facts, analyse_function, assigned, live_in, meet, orelse_body
+from ..analysis.names import block_writes
+from ..normalise.boolean_ops import runtime_predicate
+from ..normalise.early_return import _returns_through_ifs, ends_in_return
+from ._util import (
+    Refused,
+    Rewrite,
+    Unchanged,
+    blockers,
+    branch_def,
+    explicit_super,
+    in_order,
+    mutated_names,
+    names_expr,
+)
+
+EXAMPLES = [
+    Rewrite(
+        """
+        def forward(self, x):
+            if x.sum() > 0:
+                return torch.sin(x)
+            return torch.cos(x)
+        """,
+        """
+        def forward(self, x):
+            def branch_cond_then_1(x):
+                return torch.sin(x)
+            def branch_cond_else_1(x):
+                return torch.cos(x)
+            return _ub.if_stmt(x.sum() > 0, branch_cond_then_1, branch_cond_else_1, (x,))
+        """,
+    ),
+    Rewrite(
+        """
+        def forward(self, x):
+            # clamp overflowing values
+            if x.dtype == torch.float16 and not torch.isfinite(x).all():
+                t = torch.finfo(x.dtype).max - 1000
+                x = torch.clamp(x, min=-t, max=t)
+            return x
+        """,
+        """
+        def forward(self, x):
+            # clamp overflowing values
+            def branch_cond_then_1(x):
+                t = torch.finfo(x.dtype).max - 1000
+                x = torch.clamp(x, min=-t, max=t)
+                return x
+            def branch_cond_else_1(x):
+                return x
+            x = _ub.if_stmt(x.dtype == torch.float16 and _ub.not_(torch.isfinite(x).all()), branch_cond_then_1, branch_cond_else_1, (x,))
+            return x
+        """,
+    ),
+    Unchanged(
+        """
+        def forward(self, x, mask=None):
+            if mask is None:
+                mask = torch.ones_like(x)
+            if self.training:
+                x = x * 2
+            return x * mask
+        """
+    ),
+    Refused(
+        """
+        def forward(self, x):
+            if x.sum() > 0:
+                y = x + 1
+            return y
+        """,
+        "'y' is set only in the if-branch and is undefined before it",
+    ),
+]
+
+
+class IfToCond(cst.CSTTransformer):
+    def __init__(self, ctx, fn: cst.FunctionDef, facts: Facts):
+        self.ctx, self.fn, self.facts = ctx, fn, facts
+
+    def visit_FunctionDef(self, node):
+        return node is self.fn
+
+    def leave_If(self, original: cst.If, updated: cst.If):
+        ctx = self.ctx
+        if not ctx.is_candidate(original):
+            return updated
+        body, orelse = list(original.body.body), orelse_body(original)
+        plan = self._plan(original, body, orelse)
+        if isinstance(plan, str):
+            if ctx.strict and ctx.classifier.kind(original.test) == TENSOR:
+                raise ctx.error(plan, original, "if")
+            ctx.note(original, "left", plan)
+            why = cst.SimpleString(repr(f"{ctx.source.path}:{ctx.line_of(original)}: {plan}"))
+            return updated.with_changes(test=ctx.runtime_call("unconverted", updated.test, why))
+        operands, outputs, mutated = plan
+        then_name, else_name = ctx.namer.numbered(ctx.prefix, ("then", "else"))
+        returns = outputs is None
+        new_body = explicit_super(updated.body.body, ctx.self_name)
+        new_orelse = explicit_super(orelse_body(updated), ctx.self_name)
+        else_header = updated.orelse.body.header if isinstance(updated.orelse, cst.Else) else None
+        defs = [
+            branch_def(then_name, operands, new_body, outputs).with_changes(leading_lines=updated.leading_lines),
+            branch_def(else_name, operands, new_orelse, outputs, header=else_header),
+        ]
+        args = f"{then_name}, {else_name}, ({', '.join(operands)}{',' if len(operands) == 1 else ''})"
+        extra = f", mutated=({', '.join(str(operands.index(m)) for m in mutated)},)" if mutated else ""
+        call = f"{ctx.runtime}.if_stmt(__pred__, {args}{extra})"
+        text = f"return {call}" if returns else (f"{names_expr(outputs)} = {call}" if outputs else call)
+        stmt = cst.parse_statement(text)
+        stmt = stmt.visit(_Fill(runtime_predicate(updated.test, ctx)))
+        if updated.body.header.comment is not None:
+            stmt = stmt.with_changes(trailing_whitespace=updated.body.header)
+        ctx.note(original, "cond", f"outputs: {', '.join(outputs or []) or '-'}")
+        return cst.FlattenSentinel([*defs, stmt])
+
+    def _plan(self, node, body, orelse):
+        """(operands, outputs or None when both branches return, mutated) or the reason it cannot."""
+        for part in (body, orelse):
+            found = blockers(part)
+            if found:
+                return found[0][1]
+        returns = ends_in_return(body) and ends_in_return(orelse)
+        if not returns and _returns_through_ifs([node]):
+            return "a return on some paths of the if only"
+        facts = self.facts
+        declared = block_writes(body + orelse) & facts.declared_nonlocal
+        if declared:
+            return f"'{sorted(declared)[0]}' is declared global/nonlocal and assigned in a branch"
+        before = facts.defined.get(node, set())
+        mutated = mutated_names(body + orelse) & facts.locals
+        if returns:
+            outputs = None
+            live_end = set()
+        else:
+            live = facts.live_out.get(node, set())
+            outputs = in_order((block_writes(body + orelse) | mutated) & live & facts.locals, body + orelse)
+            both = meet(assigned(body), assigned(orelse))
+            for name in outputs:
+                if name not in before and (both is not ALL and name not in both):
+                    side = "if" if name in block_writes(body) else "else"
+                    return f"'{name}' is set only in the {side}-branch and is undefined before it"
+            live_end = set(outputs)
+        reads = set()
+        for part in (body, orelse):
+            reads |= live_in(part, live_end)
+        operands = in_order(reads & facts.locals, body + orelse)
+        for name in operands:
+            if name not in before:
+                return f"'{name}' may be unbound when the if runs"
+        return operands, outputs, [m for m in operands if m in mutated]
+
+
+class _Fill(cst.CSTTransformer):
+    def __init__(self, pred):
+        self.pred = pred
+
+    def leave_Name(self, original, updated):
+        return self.pred if updated.value == "__pred__" else updated
+
+
+def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
+    facts = analyse_function(fn)
+    return fn.visit(IfToCond(ctx, fn, facts))

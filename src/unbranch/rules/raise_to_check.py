@@ -1,0 +1,89 @@
+"""``if cond: raise E(msg)`` -> ``_ub.raise_if(cond, lambda: E(msg))``.
+
+    if (x < 0).any():                         _ub.raise_if((x < 0).any(), lambda: ValueError("negative"))
+        raise ValueError("negative")   ->
+
+Eager runs raise exactly ``E(msg)``; under export the check becomes a runtime assertion in
+the graph instead of a data-dependent branch. An ``else`` part follows the check unchanged.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.liveness import orelse_body
+from ..normalise.boolean_ops import runtime_predicate
+from ._util import Rewrite, Unchanged
+
+EXAMPLES = [
+    Rewrite(
+        """
+        def forward(self, x):
+            if (x < 0).any():
+                raise ValueError("negative input")
+            return x.sqrt()
+        """,
+        """
+        def forward(self, x):
+            _ub.raise_if((x < 0).any(), lambda: ValueError("negative input"))
+            return x.sqrt()
+        """,
+    ),
+    Rewrite(
+        """
+        def forward(self, x):
+            if x.shape[0] < 2 or not torch.isfinite(x).all():
+                raise ValueError(f"bad input {x.shape}")
+            else:
+                y = x + 1
+            return y
+        """,
+        """
+        def forward(self, x):
+            _ub.raise_if(_ub.or_(x.shape[0] < 2, lambda: _ub.not_(torch.isfinite(x).all())), lambda: ValueError(f"bad input {x.shape}"))
+            y = x + 1
+            return y
+        """,
+    ),
+    Unchanged(
+        """
+        def forward(self, x, mask=None):
+            if mask is None:
+                raise ValueError("mask is required")
+            return x * mask
+        """
+    ),
+]
+
+
+class RaiseToCheck(cst.CSTTransformer):
+    def __init__(self, ctx, fn):
+        self.ctx, self.fn = ctx, fn
+
+    def visit_FunctionDef(self, node):
+        return node is self.fn
+
+    def leave_If(self, original, updated):
+        body = updated.body.body
+        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
+            return updated
+        exc = body[0].body[0]
+        if not isinstance(exc, cst.Raise) or exc.exc is None or exc.cause is not None:
+            return updated
+        if not self.ctx.is_candidate(original):
+            return updated
+        call = self.ctx.runtime_call(
+            "raise_if", runtime_predicate(updated.test, self.ctx), cst.Lambda(cst.Parameters(), exc.exc)
+        )
+        check = cst.SimpleStatementLine(
+            [cst.Expr(call)], leading_lines=updated.leading_lines, trailing_whitespace=body[0].trailing_whitespace
+        )
+        self.ctx.note(original, "check", "if ...: raise -> _ub.raise_if")
+        rest = orelse_body(updated)
+        if rest and isinstance(updated.orelse, cst.If):
+            rest = [rest[0].with_changes(leading_lines=[])]
+        return cst.FlattenSentinel([check, *rest])
+
+
+def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
+    return fn.visit(RaiseToCheck(ctx, fn))

@@ -1,0 +1,11 @@
+"""What rewritten code calls, as ``_ub.<name>``.
+
+This package never imports the compiler: rewritten code only needs torch and these
+helpers. Each helper takes a plain Python path unless torch is tracing and the value is
+symbolic, so eager runs of rewritten code stay exact and cheap.
+"""
+
+from .checks import raise_if, unconverted
+from .control_flow import and_, if_stmt, not_, or_
+
+__all__ = ["and_", "if_stmt", "not_", "or_", "raise_if", "unconverted"]

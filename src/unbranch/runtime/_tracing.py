@@ -1,0 +1,34 @@
+"""Is a value symbolic right now? The one question every runtime helper asks first."""
+
+from __future__ import annotations
+
+import torch
+
+
+def tracing() -> bool:
+    return torch.compiler.is_exporting() or torch.compiler.is_compiling()
+
+
+def is_symbolic(value) -> bool:
+    """True for a tensor or a SymBool while torch traces (export or compile), else False.
+
+    Under strict export dynamo shows a SymBool as ``bool``; a real bool is then told apart
+    by identity with ``True``/``False`` (measured: this neither guards nor specialises).
+    """
+    if value is True or value is False or not tracing():
+        return False
+    return isinstance(value, (torch.Tensor, torch.SymBool, bool))
+
+
+def is_tensor(value) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def origin_of_caller(depth: int) -> str:
+    """``file:line`` of the user's code behind the rewritten frame ``depth`` levels up."""
+    import sys
+
+    from . import source_map
+
+    frame = sys._getframe(depth + 1)
+    return source_map.describe(frame.f_code.co_filename, frame.f_lineno)

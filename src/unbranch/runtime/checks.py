@@ -1,0 +1,44 @@
+"""``if cond: raise E(msg)`` that still checks under export.
+
+    _ub.raise_if(x.shape[0] < 2, lambda: ValueError("too short"))
+
+Eager (or a Python condition): raise exactly ``E(msg)``. Tensor condition while tracing:
+``torch._assert_async`` (the only check that keeps the message, and works in strict mode).
+SymBool: ``torch._check`` (strict export rejects a message there, TORCH_FACTS §9).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import UnbranchError
+from ._tracing import is_symbolic
+
+
+def raise_if(pred, make_exception):
+    if not is_symbolic(pred):
+        if pred:
+            raise make_exception()
+        return
+    if isinstance(pred, torch.Tensor):
+        torch._assert_async(torch.logical_not(pred), _message(make_exception))
+    elif torch.compiler.is_dynamo_compiling():
+        torch._check(torch.sym_not(pred))
+    else:
+        torch._check(torch.sym_not(pred), lambda: _message(make_exception))
+
+
+def _message(make_exception) -> str:
+    exc = make_exception()
+    return f"{type(exc).__name__}: {exc}"
+
+
+def unconverted(pred, why: str):
+    """The condition of an ``if`` unbranch had to leave as plain Python (``why`` says why).
+
+    Returns ``pred`` unchanged; while tracing, a tensor condition would fail deep inside torch
+    anyway, so fail here instead with the reason and the original file and line.
+    """
+    if is_symbolic(pred) and isinstance(pred, torch.Tensor):
+        raise UnbranchError(f"this if on a tensor condition could not be converted: {why}", construct="if")
+    return pred

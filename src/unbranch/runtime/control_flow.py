@@ -1,0 +1,120 @@
+"""``if`` and boolean operators that become ``torch.cond`` and ``&``/``|``/``~`` only when needed.
+
+    h, y = _ub.if_stmt(pred, if_true_1, if_false_1, (x, h))
+
+Python predicate (or not tracing): call one branch, exactly like the original ``if``.
+Tensor or SymBool predicate while tracing: ``torch.cond``, after adapting the branches to
+its contract (tensor operands only, no aliasing of inputs, no input mutation).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+
+from ..errors import UnbranchError
+from ._tracing import is_symbolic, origin_of_caller
+
+
+def if_stmt(pred, then_fn, else_fn, operands=(), mutated=()):
+    """Run ``then_fn(*operands)`` or ``else_fn(*operands)``; a ``torch.cond`` when ``pred`` is symbolic.
+
+    ``mutated`` lists the operand positions a branch writes in place: under ``torch.cond``
+    the branches get clones of those, since cond forbids input mutation.
+    """
+    if not is_symbolic(pred):
+        return then_fn(*operands) if pred else else_fn(*operands)
+    try:
+        return _cond(pred, then_fn, else_fn, operands, mutated)
+    except Exception as e:  # under strict export dynamo never lets torch's own errors reach here
+        if isinstance(pred, torch.SymBool):
+            # A shape condition torch.cond cannot take (e.g. non-tensor outputs): specialise on
+            # it as the plain ``if`` would have, rather than fail an export that worked before.
+            return then_fn(*operands) if pred else else_fn(*operands)
+        first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
+        raise UnbranchError(
+            f"torch.cond rejected this if on a tensor condition: {first}", construct=f"if at {origin_of_caller(1)}"
+        ) from e
+
+
+def _cond(pred, then_fn, else_fn, operands, mutated):
+    leaves, spec = pytree.tree_flatten(tuple(operands))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    tensors = [leaves[i] for i in positions]
+    starts = _first_leaf_index(operands)
+    writable = {positions.index(starts[k]) for k in mutated if starts[k] in positions}
+
+    def adapt(fn):
+        def branch(*ts):
+            values = list(leaves)
+            for k, (i, t) in enumerate(zip(positions, ts)):
+                values[i] = t.clone() if k in writable else t
+            out = fn(*pytree.tree_unflatten(values, spec))
+            if out is None:
+                return ()
+            # cond forbids returning an input or a view of one: return a copy instead
+            return pytree.tree_map_only(
+                torch.Tensor, lambda o: o.clone() if o._base is not None or any(o is t for t in ts) else o, out
+            )
+
+        branch.__name__ = getattr(fn, "__name__", "branch")
+        return branch
+
+    out = torch.cond(pred, adapt(then_fn), adapt(else_fn), tuple(tensors))
+    return _restore_kind(out)
+
+
+def _first_leaf_index(operands) -> list[int]:
+    index, starts = 0, []
+    for op in operands:
+        starts.append(index)
+        index += len(pytree.tree_leaves(op)) or 1
+    return starts
+
+
+def _restore_kind(out):
+    # cond returns lists where the branch returned tuples; unpacking works the same either way
+    return tuple(out) if isinstance(out, list) else out
+
+
+def _bool_tensor(v):
+    if isinstance(v, torch.Tensor):
+        return v if v.dtype == torch.bool else v != 0
+    return (
+        torch.tensor(bool(v))
+        if not isinstance(v, torch.SymBool)
+        else torch.sym_ite(v, torch.tensor(True), torch.tensor(False))
+    )
+
+
+def and_(left, right_fn):
+    """``left and right`` in a condition; ``&`` when ``left`` (then ``right``) is symbolic."""
+    if not is_symbolic(left):
+        return left and right_fn()
+    right = right_fn()
+    if not is_symbolic(right):
+        return left if right else False
+    if isinstance(left, torch.Tensor) or isinstance(right, torch.Tensor):
+        return torch.logical_and(_bool_tensor(left), _bool_tensor(right))
+    return left & right
+
+
+def or_(left, right_fn):
+    """``left or right`` in a condition; ``|`` when ``left`` (then ``right``) is symbolic."""
+    if not is_symbolic(left):
+        return left or right_fn()
+    right = right_fn()
+    if not is_symbolic(right):
+        return True if right else left
+    if isinstance(left, torch.Tensor) or isinstance(right, torch.Tensor):
+        return torch.logical_or(_bool_tensor(left), _bool_tensor(right))
+    return left | right
+
+
+def not_(value):
+    """``not value``; ``~`` (logical not) when ``value`` is symbolic."""
+    if not is_symbolic(value):
+        return not value
+    if isinstance(value, torch.Tensor):
+        return torch.logical_not(value)
+    return torch.sym_not(value)

@@ -1,0 +1,78 @@
+"""Find the Python source behind a callable: unwrap decorators, dedent, remember origin."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass
+
+from .errors import UnbranchError
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """Dedented source of one function and where it came from."""
+
+    path: str
+    line: int  # line in ``path`` of the first line of ``text`` (a decorator, if any)
+    text: str
+    qualname: str
+
+    @property
+    def sha(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+def innermost_function(obj) -> types.FunctionType:
+    """Resolve methods, static/classmethods and decorator chains to the function to rewrite."""
+    if isinstance(obj, (staticmethod, classmethod)):
+        obj = obj.__func__
+    if isinstance(obj, types.MethodType):
+        obj = obj.__func__
+    if not callable(obj):
+        raise UnbranchError(f"cannot rewrite {obj!r}: it is not a function", construct=type(obj).__name__)
+    try:
+        fn = inspect.unwrap(obj)
+    except ValueError as e:  # a __wrapped__ cycle
+        raise UnbranchError(f"cannot unwrap {obj!r}: {e}") from None
+    if isinstance(fn, (staticmethod, classmethod, types.MethodType)):
+        fn = fn.__func__
+    if not isinstance(fn, types.FunctionType):
+        raise UnbranchError(
+            f"cannot rewrite {obj!r}: not a Python function (builtin, C function or callable object)",
+            construct=type(fn).__name__,
+        )
+    if fn.__name__ == "<lambda>":
+        raise UnbranchError(
+            "cannot rewrite a lambda: give it a name with def",
+            fn.__code__.co_filename,
+            fn.__code__.co_firstlineno,
+            "lambda",
+        )
+    flags = fn.__code__.co_flags
+    if flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        raise UnbranchError(
+            f"cannot rewrite {fn.__qualname__}: generators and coroutines are not supported",
+            fn.__code__.co_filename,
+            fn.__code__.co_firstlineno,
+            "generator/coroutine",
+        )
+    return fn
+
+
+def get_source(fn: types.FunctionType, code: types.CodeType | None = None) -> SourceInfo:
+    """Source of ``fn`` as written (``code`` overrides its current, possibly swapped, code)."""
+    code = code or fn.__code__
+    probe = types.FunctionType(code, fn.__globals__, fn.__name__)
+    try:
+        lines, _ = inspect.getsourcelines(probe)
+    except (OSError, TypeError) as e:
+        raise UnbranchError(
+            f"no source available for {fn.__qualname__} ({e})", code.co_filename, code.co_firstlineno, "source"
+        ) from None
+    text = textwrap.dedent("".join(lines))
+    if not text.endswith("\n"):
+        text += "\n"
+    return SourceInfo(code.co_filename, code.co_firstlineno, text, fn.__qualname__)
