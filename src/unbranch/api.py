@@ -203,3 +203,12 @@ def torch_export_rewrite(
             fn.__code__ = code
             if code is _ORIGINAL_CODE.get(fn):
                 del _ORIGINAL_CODE[fn]
+
+
+def rewrite_source(text: str, prefix: str = "branch_cond", is_method: bool = True, strict: bool = True,
+                   path: str = "<string>") -> str:
+    """Rewrite the source of one ``def`` given as text (no function object needed)."""
+    import textwrap
+
+    info = SourceInfo(path, 1, textwrap.dedent(text).lstrip("\n"), "<source>")
+    return compile_source(info, Options(prefix=prefix, strict=strict, is_method=is_method)).text

@@ -60,7 +60,6 @@ class Context:
     strict: bool = True  # raise on an if with a tensor condition that cannot be converted
     self_name: str | None = None
     notes: list = field(default_factory=list)
-    _positions: dict | None = None
 
     def is_candidate(self, node: cst.If) -> bool:
         """Should this ``if`` be dispatched at run time (not plainly a Python condition)?"""
@@ -69,14 +68,21 @@ class Context:
         return self.filter_node is None or bool(self.filter_node(node))
 
     def line_of(self, node) -> int:
-        """Line in the original file of ``node`` (or of the function when it was synthesised)."""
-        if self._positions is None:
-            wrapper = cst.metadata.MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._positions = wrapper.resolve(cst.metadata.PositionProvider)
-        pos = self._positions.get(node)
-        if pos is None and isinstance(node, (cst.If, cst.While)):
-            pos = self._positions.get(node.test)
-        return self.source.line + (pos.start.line - 1 if pos else 0)
+        """Line in the original file of ``node``, found by its text (passes rebuild nodes).
+
+        An ``if``/``while`` is found by its header; a node unbranch synthesised maps to the
+        ``def`` line.
+        """
+        lines = self.source.text.splitlines()
+        test = getattr(node, "test", None)
+        if test is not None:
+            cond = self.module.code_for_node(test).splitlines()[0].strip()
+            wanted = [f"{kw} {cond}" for kw in ("if", "elif", "while")]
+            found = next((i for i, ln in enumerate(lines) if ln.strip().startswith(tuple(wanted))), None)
+        else:
+            text = self.module.code_for_node(node).strip().splitlines()
+            found = next((i for i, ln in enumerate(lines) if text and text[0] in ln), None)
+        return self.source.line + (found or 0)
 
     def error(self, message: str, node, construct: str) -> UnbranchError:
         return UnbranchError(message, self.source.path, self.line_of(node), construct)

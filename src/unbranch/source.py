@@ -65,7 +65,7 @@ def innermost_function(obj) -> types.FunctionType:
 def get_source(fn: types.FunctionType, code: types.CodeType | None = None) -> SourceInfo:
     """Source of ``fn`` as written (``code`` overrides its current, possibly swapped, code)."""
     code = code or fn.__code__
-    probe = types.FunctionType(code, fn.__globals__, fn.__name__)
+    probe = types.FunctionType(code, fn.__globals__, fn.__name__, None, fn.__closure__)
     try:
         lines, _ = inspect.getsourcelines(probe)
     except (OSError, TypeError) as e:

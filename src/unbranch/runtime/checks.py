@@ -29,8 +29,11 @@ def raise_if(pred, make_exception):
 
 
 def _message(make_exception) -> str:
+    # only exc.args is readable under dynamo (str(exc) and formatting an exception are not)
     exc = make_exception()
-    return f"{type(exc).__name__}: {exc}"
+    args = exc.args
+    text = args[0] if args and isinstance(args[0], str) else ""
+    return type(exc).__name__ + ": " + text
 
 
 def unconverted(pred, why: str):

@@ -1,0 +1,40 @@
+"""Export a module inside torch_export_rewrite and compare it with the original eager module."""
+
+import torch
+from torch.export import Dim
+
+import unbranch
+
+
+def all_dynamic(args):
+    return tuple({i: Dim.DYNAMIC for i in range(a.dim())} if isinstance(a, torch.Tensor) else None for a in args)
+
+
+def count_conds(ep) -> int:
+    """cond nodes anywhere in the exported program, nested subgraphs included."""
+    n = 0
+    for gm in ep.graph_module.modules():
+        if isinstance(gm, torch.fx.GraphModule):
+            n += sum(node.target is torch.ops.higher_order.cond for node in gm.graph.nodes)
+    return n
+
+
+def assert_same(actual, expected, rtol=None, atol=None):
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def export_rewritten(model, example, strict, rewrite=None, dynamic_shapes=None, **context):
+    targets = rewrite if rewrite is not None else [type(model).forward]
+    with unbranch.torch_export_rewrite(rewrite=targets, **context):
+        return torch.export.export(model, example, dynamic_shapes=dynamic_shapes or all_dynamic(example),
+                                   strict=strict)
+
+
+def check_export(model, example, inputs, strict, conds=None, rewrite=None, rtol=None, atol=None):
+    """Export with every dim dynamic; ``ep.module()`` must match the original on each input."""
+    ep = export_rewritten(model, example, strict, rewrite)
+    if conds is not None:
+        assert count_conds(ep) == conds
+    for args in inputs:
+        assert_same(ep.module()(*args), model(*args), rtol=rtol, atol=atol)
+    return ep

@@ -1,0 +1,144 @@
+"""Bad input: one exception class naming file, line and construct; nothing swapped in."""
+
+import inspect
+
+import pytest
+import torch
+
+import unbranch
+from helpers import count_conds, export_rewritten
+from unbranch import UnbranchError
+
+
+def _line_of(fn, text):
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, ln in enumerate(lines) if text in ln)
+
+
+class OneSided(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            y = x + 1
+        return y
+
+
+def test_variable_set_in_one_branch_only():
+    with pytest.raises(UnbranchError) as info:
+        unbranch.transform_method(OneSided.forward)
+    err = info.value
+    assert err.path == __file__ and err.line == _line_of(OneSided.forward, "if x.sum() > 0")
+    assert err.construct == "if" and "'y' is set only in the if-branch" in str(err)
+
+
+class BreakInBranch(torch.nn.Module):
+    def forward(self, x):
+        for _ in range(3):
+            if x.sum() > 0:
+                break
+            x = x + 1
+        return x
+
+
+def test_break_leaving_a_tensor_branch_is_refused():
+    with pytest.raises(UnbranchError, match="break/continue leaving the branch"):
+        unbranch.transform_method(BreakInBranch.forward)
+
+
+class FlagBreak(torch.nn.Module):
+    def forward(self, x, stop):
+        for _ in range(3):
+            if stop:
+                break
+            x = x + 1
+        return x
+
+
+def test_unconvertible_if_on_unknown_condition_stays_python_and_explains():
+    rm = unbranch.transform_method(FlagBreak.forward)
+    assert "_ub.unconverted(stop, " in rm.code and "break/continue leaving the branch" in rm.code
+    m = FlagBreak()
+    x = torch.randn(2, 3)
+    with unbranch.torch_export_rewrite(rewrite=[FlagBreak.forward]):
+        torch.testing.assert_close(m(x, True), x)  # eager: plain Python, exact
+        torch.testing.assert_close(m(x, False), x + 3)
+    ep = export_rewritten(m, (x, False), strict=False)
+    torch.testing.assert_close(ep.module()(x, False), x + 3)
+    with pytest.raises(UnbranchError, match=r"test_errors.py:\d+: break/continue"):
+        export_rewritten(m, (x, x.sum() > 0), strict=False)
+
+
+class GlobalInBranch(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            global COUNTER
+            COUNTER = 1
+        return x
+
+
+def test_global_in_branch_is_refused():
+    with pytest.raises(UnbranchError, match="global/nonlocal in a branch") as info:
+        unbranch.transform_method(GlobalInBranch.forward)
+    assert info.value.line == _line_of(GlobalInBranch.forward, "if x.sum() > 0")
+
+
+class DifferentStructures(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x + 1, x - 1
+        return x * 2
+
+
+def test_branches_returning_different_structures():
+    m = DifferentStructures()
+    with pytest.raises(UnbranchError, match=r"torch.cond rejected.*test_errors.py:\d+"):
+        export_rewritten(m, (torch.randn(2, 3),), strict=False)
+
+
+class Good(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            x = x + 1
+        return x
+
+
+def test_a_failing_rewrite_swaps_nothing():
+    good_code, bad_code = Good.forward.__code__, OneSided.forward.__code__
+    with pytest.raises(UnbranchError):
+        with unbranch.torch_export_rewrite(rewrite=[Good.forward, OneSided.forward]):
+            pass
+    assert Good.forward.__code__ is good_code and OneSided.forward.__code__ is bad_code
+
+
+def test_exception_in_body_restores_everything():
+    m, code = Good(), Good.forward.__code__
+    with pytest.raises(KeyError):
+        with unbranch.torch_export_rewrite(rewrite=[(Good, "forward")]) as report:
+            assert Good.forward.__code__ is not code and len(report) == 1
+            raise KeyError("boom")
+    assert Good.forward.__code__ is code
+    ep = export_rewritten(m, (torch.randn(2, 3),), strict=False)
+    assert count_conds(ep) == 1 and Good.forward.__code__ is code
+
+
+@pytest.mark.parametrize("bad", [None, "forward", 3, len, torch.relu, lambda x: x])
+def test_garbage_targets(bad):
+    with pytest.raises(UnbranchError):
+        with unbranch.torch_export_rewrite(rewrite=[Good.forward, bad]):
+            pass
+    assert Good.forward.__code__.co_filename == __file__
+
+
+def test_generator_is_refused():
+    def gen(x):
+        if x.sum() > 0:
+            yield x
+
+    with pytest.raises(UnbranchError, match="generators"):
+        unbranch.transform_method(gen)
+
+
+def test_no_source_is_refused():
+    scope = {}
+    exec("def made(x):\n    if x.sum() > 0:\n        x = x + 1\n    return x\n", scope)
+    with pytest.raises(UnbranchError, match="no source available"):
+        unbranch.transform_method(scope["made"])
