@@ -26,8 +26,7 @@ def assert_same(actual, expected, rtol=None, atol=None):
 def export_rewritten(model, example, strict, rewrite=None, dynamic_shapes=None, **context):
     targets = rewrite if rewrite is not None else [type(model).forward]
     with unbranch.torch_export_rewrite(rewrite=targets, **context):
-        return torch.export.export(model, example, dynamic_shapes=dynamic_shapes or all_dynamic(example),
-                                   strict=strict)
+        return torch.export.export(model, example, dynamic_shapes=dynamic_shapes or all_dynamic(example), strict=strict)
 
 
 def check_export(model, example, inputs, strict, conds=None, rewrite=None, rtol=None, atol=None):

@@ -4,9 +4,9 @@ import inspect
 
 import pytest
 import torch
+from helpers import count_conds, export_rewritten
 
 import unbranch
-from helpers import count_conds, export_rewritten
 from unbranch import UnbranchError
 
 

@@ -6,10 +6,10 @@ branch and on shapes other than the example's.
 
 import pytest
 import torch
+from helpers import check_export, count_conds, export_rewritten
 from torch.export import Dim
 
 import unbranch
-from helpers import check_export, count_conds, export_rewritten
 
 MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 pos = lambda *s: torch.rand(*s) + 0.5  # noqa: E731
@@ -168,8 +168,13 @@ class BoolOps(torch.nn.Module):
 
 @pytest.mark.parametrize("strict", MODES)
 def test_and_or_not_on_tensors(strict):
-    inputs = [(pos(4, 3), neg(4, 3)), (pos(4, 3), pos(4, 3)), (neg(4, 3), pos(4, 3)),
-              (pos(5, 2) * 100, pos(5, 2)), (neg(2, 3), neg(2, 3) * 100)]
+    inputs = [
+        (pos(4, 3), neg(4, 3)),
+        (pos(4, 3), pos(4, 3)),
+        (neg(4, 3), pos(4, 3)),
+        (pos(5, 2) * 100, pos(5, 2)),
+        (neg(2, 3), neg(2, 3) * 100),
+    ]
     check_export(BoolOps(), (pos(3, 4), pos(3, 4)), inputs, strict, conds=2)
 
 

@@ -50,8 +50,13 @@ def _run(code, x):
 
 @pytest.mark.parametrize("example", [p for p in _examples() if isinstance(p.values[0], Rewrite)])
 def test_example_behaviour(example):
-    for x in (torch.randn(4, 3).abs() + 0.1, -torch.randn(4, 3).abs() - 0.1, torch.randn(5, 2),
-              torch.full((3,), float("inf")).half(), torch.randn(1, 3).half()):
+    for x in (
+        torch.randn(4, 3).abs() + 0.1,
+        -torch.randn(4, 3).abs() - 0.1,
+        torch.randn(5, 2),
+        torch.full((3,), float("inf")).half(),
+        torch.randn(1, 3).half(),
+    ):
         before, after = _run(example.before, x), _run(example.after, x)
         if isinstance(before, torch.Tensor):
             torch.testing.assert_close(after, before, equal_nan=True)

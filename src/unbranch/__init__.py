@@ -4,4 +4,12 @@ from .api import Report, RewrittenMethod, rewrite_source, torch_export_rewrite, 
 from .cache import VERSION as __version__
 from .errors import UnbranchError
 
-__all__ = ["Report", "RewrittenMethod", "UnbranchError", "__version__", "rewrite_source", "torch_export_rewrite", "transform_method"]
+__all__ = [
+    "Report",
+    "RewrittenMethod",
+    "UnbranchError",
+    "__version__",
+    "rewrite_source",
+    "torch_export_rewrite",
+    "transform_method",
+]

@@ -205,8 +205,9 @@ def torch_export_rewrite(
                 del _ORIGINAL_CODE[fn]
 
 
-def rewrite_source(text: str, prefix: str = "branch_cond", is_method: bool = True, strict: bool = True,
-                   path: str = "<string>") -> str:
+def rewrite_source(
+    text: str, prefix: str = "branch_cond", is_method: bool = True, strict: bool = True, path: str = "<string>"
+) -> str:
     """Rewrite the source of one ``def`` given as text (no function object needed)."""
     import textwrap
 

@@ -44,9 +44,8 @@ class SourceMap:
 
     def annotated(self) -> str:
         """The generated text, each line ending with ``# file:line`` of its origin."""
-        width = max((len(ln) for ln in self.generated.splitlines()), default=0)
         out = []
         for i, ln in enumerate(self.generated.splitlines(), 1):
             path, line = self(i)
-            out.append(f"{ln.ljust(width)}  # {path}:{line}\n" if ln.strip() else "\n")
+            out.append(f"{ln}  # {path}:{line}\n" if ln.strip() else "\n")
         return "".join(out)

@@ -1,0 +1,247 @@
+"""Loading rewritten code that behaves like the original in every respect but control flow."""
+
+import inspect
+import traceback
+
+import pytest
+import sample_alias
+import torch
+from helpers import count_conds, export_rewritten
+from torch.export import Dim
+
+import unbranch
+from unbranch import cache
+
+MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
+
+
+def make_closure(offset):
+    bias = torch.tensor(offset)
+
+    def shifted(x, *args, factor=3, **kwargs):
+        if x.sum() > 0:
+            x = x + bias * factor
+        else:
+            x = x - bias
+        return x, args, kwargs
+
+    return shifted
+
+
+def test_closure_defaults_kwdefaults_varargs():
+    fn = make_closure(5.0)
+    rm = unbranch.transform_method(fn)
+    assert rm.func.__code__.co_freevars == fn.__code__.co_freevars == ("bias",)
+    x = torch.ones(2)
+    for args in [(x,), (-x,), (x, 1, 2)]:
+        out, extra, kw = rm.func(*args, flag=True)
+        ref, ref_extra, ref_kw = fn(*args, flag=True)
+        torch.testing.assert_close(out, ref)
+        assert extra == ref_extra and kw == ref_kw
+    torch.testing.assert_close(rm.func(x, factor=10)[0], fn(x, factor=10)[0])
+
+
+class Base(torch.nn.Module):
+    def forward(self, x):
+        if x.mean() > 0:
+            x = x * 2
+        return x
+
+
+class Child(Base):
+    pass
+
+
+class GrandChild(Child):
+    def forward(self, x):
+        return super().forward(x) + 1
+
+
+class Static(torch.nn.Module):
+    @staticmethod
+    def twice(x):
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+    @classmethod
+    def make(cls, x):
+        if x.sum() > 0:
+            return cls.twice(x)
+        return -x
+
+    def forward(self, x):
+        return self.make(x) + self.twice(x)
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_inherited_method_rewritten_where_defined(strict):
+    code = Base.forward.__code__
+    m = GrandChild()
+    with unbranch.torch_export_rewrite(rewrite=[(Child, "forward"), (Base, "forward")]) as report:
+        assert len(report) == 1 and report.rewritten[0].function is Base.forward
+        ep = torch.export.export(m, (torch.randn(3, 4),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+    assert count_conds(ep) == 1 and Base.forward.__code__ is code
+    for x in (torch.ones(2, 4), -torch.ones(5, 4)):
+        torch.testing.assert_close(ep.module()(x), m(x))
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_staticmethod_and_classmethod(strict):
+    m = Static()
+    rewrite = [Static.__dict__["twice"], Static.make]
+    ep = export_rewritten(m, (torch.randn(3, 4),), strict, rewrite=rewrite)
+    assert count_conds(ep) == 3
+    for x in (torch.ones(2, 4), -torch.ones(5, 4)):
+        torch.testing.assert_close(ep.module()(x), m(x))
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_decorated_forward_alias_and_module_function(strict):
+    wrapper = sample_alias.Aliased.forward
+    inner, helper_code = inspect.unwrap(wrapper), sample_alias.helper.__code__
+    decorations = list(sample_alias.DECORATIONS)
+    m = sample_alias.Aliased()
+    ep = export_rewritten(m, (torch.randn(3, 4),), strict, rewrite=[wrapper, sample_alias.helper])
+    assert count_conds(ep) == 2
+    for x in (torch.full((2, 4), 3.0), -torch.ones(5, 4), torch.rand(4, 2) * 0.5):
+        torch.testing.assert_close(ep.module()(x), m(x))
+    assert sample_alias.DECORATIONS == decorations  # the decorator did not run again
+    assert sample_alias.Aliased.forward is wrapper and inspect.unwrap(wrapper) is inner
+    assert sample_alias.helper.__code__ is helper_code
+
+
+def test_import_inside_function():
+    rm = unbranch.transform_method(sample_alias.late_import)
+    assert rm.changed
+    for x in (torch.ones(3), -torch.ones(3)):
+        torch.testing.assert_close(rm.func(x), sample_alias.late_import(x))
+
+
+def test_wrapper_keeps_working_during_the_swap():
+    wrapper = sample_alias.Aliased.forward
+    m = sample_alias.Aliased()
+    with unbranch.torch_export_rewrite(rewrite=[wrapper]):
+        assert type(m).forward is wrapper
+        assert inspect.unwrap(wrapper).__code__.co_filename.startswith("unbranch:")
+        torch.testing.assert_close(m(torch.full((2,), 3.0)), torch.full((2,), 2.0))
+    assert inspect.unwrap(wrapper).__code__.co_filename == sample_alias.__file__
+
+
+class Fails(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            x = x / 2
+            raise RuntimeError("boom from the user")
+        return x
+
+
+def test_traceback_names_rewritten_and_original_lines():
+    m = Fails()
+    with unbranch.torch_export_rewrite(rewrite=[Fails.forward]):
+        with pytest.raises(RuntimeError) as info:
+            m(torch.ones(2))
+    text = "".join(traceback.format_exception(info.value))
+    lines, start = inspect.getsourcelines(Fails.forward)
+    raise_line = start + next(i for i, ln in enumerate(lines) if "raise RuntimeError" in ln)
+    assert 'raise RuntimeError("boom from the user")' in text
+    assert f"# {__file__}:{raise_line}" in text  # the original file and line of the failing statement
+    assert 'File "unbranch:Fails.forward:' in text
+
+
+def test_getsource_of_rewritten_function():
+    rm = unbranch.transform_method(Fails.forward)
+    lines = inspect.getsource(rm.func).splitlines()
+    assert [ln.split("  # ")[0] for ln in lines] == rm.code.splitlines()
+    original = inspect.getsourcelines(Fails.forward)
+    where = original[1] + next(i for i, ln in enumerate(original[0]) if "x = x / 2" in ln)
+    assert next(ln for ln in lines if "x = x / 2" in ln).endswith(f"# {__file__}:{where}")  # origin named
+
+
+def test_stack_trace_of_exported_nodes_shows_rewritten_lines():
+    ep = export_rewritten(Base(), (torch.randn(3, 4),), strict=True)
+    traces = [n.meta.get("stack_trace", "") for n in ep.graph_module.graph.nodes]
+    assert any("unbranch:Base.forward:" in t and "_ub.if_stmt(x.mean() > 0" in t for t in traces)
+
+
+def test_cache_hit_skips_parsing(monkeypatch):
+    cache.clear()
+    calls = []
+    real = unbranch.api.compile_source
+    monkeypatch.setattr(unbranch.api, "compile_source", lambda *a: calls.append(a) or real(*a))
+    first = unbranch.transform_method(Base.forward)
+    second = unbranch.transform_method(Base.forward)
+    assert len(calls) == 1 and second.code_object is first.code_object
+    cache._BY_CODE.clear()  # the same source again, through the source-keyed layer
+    third = unbranch.transform_method(Base.forward)
+    assert len(calls) == 1 and third.code == first.code
+    unbranch.transform_method(Base.forward, prefix="other")  # other options: compiled again
+    assert len(calls) == 2
+
+
+def test_nested_contexts_and_duplicates_restore_exactly():
+    fn, code = Base.forward, Base.forward.__code__
+    with unbranch.torch_export_rewrite(rewrite=[Base.forward, (Base, "forward"), Base.forward]) as outer:
+        assert len(outer) == 1
+        swapped = fn.__code__
+        with unbranch.torch_export_rewrite(rewrite=[Base.forward]) as inner:
+            assert inner.rewritten[0].code == outer.rewritten[0].code  # rewritten from the original source
+            assert fn.__code__ is swapped
+        assert fn.__code__ is swapped
+    assert Base.forward is fn and fn.__code__ is code
+
+
+def test_no_change_returns_the_original_code_object():
+    def plain(x):
+        return x * 2
+
+    rm = unbranch.transform_method(plain)
+    assert not rm.changed and rm.code_object is plain.__code__ and rm.func is plain
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strict", MODES)
+def test_bart_float16_encoder_layer(strict):
+    from transformers import BartConfig, BartModel
+    from transformers.models.bart.modeling_bart import BartEncoderLayer
+
+    torch.manual_seed(0)
+    cfg = BartConfig(
+        d_model=16,
+        encoder_layers=2,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        vocab_size=100,
+        max_position_embeddings=64,
+    )
+    model = BartModel(cfg).eval().half()
+    kwargs = dict(
+        input_ids=torch.randint(3, 100, (2, 7)), decoder_input_ids=torch.randint(3, 100, (2, 5)), use_cache=False
+    )
+    batch, seq, dseq = Dim("batch"), Dim("seq"), Dim("dseq")
+    ds = dict(input_ids={0: batch, 1: seq}, decoder_input_ids={0: batch, 1: dseq}, use_cache=None)
+    with pytest.raises(Exception, match="data-dependent|Data-dependent"):
+        torch.export.export(model, (), kwargs=kwargs, dynamic_shapes=ds, strict=strict)
+    forward, inner_code = BartEncoderLayer.forward, inspect.unwrap(BartEncoderLayer.forward).__code__
+    with unbranch.torch_export_rewrite(rewrite=[BartEncoderLayer.forward]):
+        ep = torch.export.export(model, (), kwargs=kwargs, dynamic_shapes=ds, strict=strict)
+    assert BartEncoderLayer.forward is forward and inspect.unwrap(forward).__code__ is inner_code
+    assert count_conds(ep) == 2
+    other = dict(
+        input_ids=torch.randint(3, 100, (3, 9)), decoder_input_ids=torch.randint(3, 100, (3, 4)), use_cache=False
+    )
+    with torch.no_grad():
+        for kw in (kwargs, other):
+            torch.testing.assert_close(ep.module()(**kw)[0], model(**kw)[0])
+        # the other branch: overflow float16 right before the check, so the clamp runs
+        model.encoder.layers[0].final_layer_norm.weight.data.fill_(60000.0)
+        model.encoder.layers[0].final_layer_norm.bias.data.fill_(60000.0)
+        seen = []
+        model.encoder.layers[0].register_forward_hook(lambda mod, args, out: seen.append(out))
+        for kw in (kwargs, other):
+            torch.testing.assert_close(ep.module()(**kw)[0], model(**kw)[0], equal_nan=True)
+        clamp = torch.tensor(65504 - 1000, dtype=torch.float16)
+        assert seen and all(out.abs().max() == clamp for out in seen)  # the clamp branch ran
