@@ -1,6 +1,6 @@
 """unbranch: rewrite Python control flow on tensors so that torch.export captures it."""
 
-from .api import Report, RewrittenMethod, rewrite_source, torch_export_rewrite, transform_method
+from .api import Report, RewrittenMethod, observe_branches, rewrite_source, torch_export_rewrite, transform_method
 from .cache import VERSION as __version__
 from .errors import UnbranchError
 

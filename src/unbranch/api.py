@@ -75,7 +75,7 @@ def _rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
         filename = loader.filename_for(info, digest)
         code = loader.compile_function(compiled.text, info, original.co_freevars, filename)
         code = code.replace(co_qualname=original.co_qualname, co_name=original.co_name)
-        loader.register(filename, info, compiled.text)
+        loader.register(filename, info, compiled.text, compiled.anchors)
         loader.bind_runtime(fn, compiled.runtime)
     else:
         code = original
@@ -159,6 +159,23 @@ def _dump(directory: str, rm: RewrittenMethod) -> None:
     for suffix, text in ((".original.py", rm.original_code), (".rewritten.py", rm.code), (".diff", rm.diff())):
         with open(base + suffix, "w") as f:
             f.write(text)
+
+
+@contextlib.contextmanager
+def observe_branches():
+    """Record which side of each dispatched ``if`` eager runs take: ``{"file:line": {True, False}}``."""
+    from .runtime import control_flow, source_map
+
+    seen: dict[str, set] = {}
+
+    def record(filename, line, taken):
+        seen.setdefault(source_map.describe(filename, line), set()).add(taken)
+
+    control_flow.observers.append(record)
+    try:
+        yield seen
+    finally:
+        control_flow.observers.remove(record)
 
 
 @contextlib.contextmanager

@@ -44,8 +44,9 @@ class Note:
     """One thing the rewrite did (or declined to do), for reports and verbose output."""
 
     line: int
-    kind: str  # "cond", "check", "left", ...
+    kind: str  # "cond", "check" or "left" (an if kept as plain Python)
     detail: str
+    condition: str = ""  # what the classifier made of the condition: static/shape/tensor/unknown
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Context:
     strict: bool = True  # raise on an if with a tensor condition that cannot be converted
     self_name: str | None = None
     notes: list = field(default_factory=list)
+    anchors: dict = field(default_factory=dict)  # name unbranch wrote -> original line it stands for
 
     def is_candidate(self, node: cst.If) -> bool:
         """Should this ``if`` be dispatched at run time (not plainly a Python condition)?"""
@@ -88,7 +90,7 @@ class Context:
         return UnbranchError(message, self.source.path, self.line_of(node), construct)
 
     def note(self, node, kind: str, detail: str) -> None:
-        self.notes.append(Note(self.line_of(node), kind, detail))
+        self.notes.append(Note(self.line_of(node), kind, detail, self.classifier.kind(node.test)))
 
     def runtime_call(self, func: str, *args: cst.BaseExpression) -> cst.Call:
         return cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name(func)), [cst.Arg(a) for a in args])

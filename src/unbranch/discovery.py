@@ -1,8 +1,76 @@
-"""Which methods of a model need rewriting: the catalogue plus a scan of the model's code."""
+"""Which functions a model needs rewritten: the catalogue, plus a scan of the model's own code.
+
+The scan looks at each submodule class's ``forward`` (where it is defined) and at the
+top-level functions of the modules those classes come from. A function is a candidate
+when the compiler, run on it, dispatches at least one condition it classifies as TENSOR
+(``.any()``, ``.item()``, ``torch.*`` ...): flags, None tests and shape tests alone do not
+make a method worth touching.
+"""
 
 from __future__ import annotations
 
+import inspect
+import re
+import sys
+import types
 
-def discover(model) -> list:
-    """(callable, hooks) pairs for ``model`` (issue 4 extends this with the catalogue)."""
-    return []
+import torch
+
+from .analysis.classify import TENSOR
+from .catalog import code_needing_rewriting
+from .errors import UnbranchError
+
+# a branch header mentioning tensor data; the compiler's classifier confirms it
+_TENSORISH = re.compile(
+    r"^\s*(if|elif|while)\b.*(\.(any|all|item|sum|max|min|mean|isfinite|isinf|isnan|eq|ne|gt|lt)\(|torch\.)",
+    re.MULTILINE,
+)
+
+
+def _scan(fn) -> bool:
+    from .api import transform_method
+
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return False
+    if not _TENSORISH.search(src):
+        return False
+    try:
+        rm = transform_method(fn, strict=False)
+    except UnbranchError:
+        return False
+    return any(n.kind in ("cond", "check") and n.condition == TENSOR for n in rm.notes)
+
+
+def _module_functions(module_name: str):
+    module = sys.modules.get(module_name)
+    for value in list(vars(module).values()) if module else ():
+        if isinstance(value, types.FunctionType) and value.__module__ == module_name:
+            yield value
+
+
+def discover(model: torch.nn.Module) -> list:
+    """(callable, hooks) pairs for every function of ``model`` that needs rewriting."""
+    found: dict = {}
+    classes, modules = set(), set()
+    for sub in model.modules():
+        cls = type(sub)
+        if cls in classes:
+            continue
+        classes.add(cls)
+        for spec in code_needing_rewriting(cls) or ():
+            spec = dict(spec)
+            found.setdefault(spec.pop("function"), spec)
+        for klass in cls.__mro__:
+            if klass is torch.nn.Module or klass.__module__.startswith("torch."):
+                break
+            if "forward" in klass.__dict__:
+                modules.add(klass.__module__)  # its helper functions are scanned too
+                if _scan(klass.__dict__["forward"]):
+                    found.setdefault(klass.__dict__["forward"], {})
+    for name in modules:
+        for fn in _module_functions(name):
+            if fn not in found and _scan(fn):
+                found[fn] = {}
+    return list(found.items())

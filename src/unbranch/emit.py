@@ -14,9 +14,10 @@ from .source import SourceInfo
 
 
 class SourceMap:
-    def __init__(self, info: SourceInfo, generated: str):
+    def __init__(self, info: SourceInfo, generated: str, anchors=None):
         self.info = info
         self.generated = generated
+        self.anchors = anchors or {}  # a name unbranch wrote -> the original line it stands for
 
     @cached_property
     def table(self) -> dict[int, int]:
@@ -26,15 +27,11 @@ class SourceMap:
         for a, b, size in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
             for k in range(size):
                 table[b + k + 1] = a + k + 1
-        headers = [
-            (i + 1, ln.split(None, 1)[1].rstrip(":").strip())
-            for i, ln in enumerate(old)
-            if ln.startswith(("if ", "elif ", "while ")) and ln.endswith(":")
-        ]
+        first = self.info.line - 1
         last = 1
         for line in range(1, len(new) + 1):
-            if line not in table:  # a line unbranch wrote: the header whose condition it carries
-                table[line] = next((o for o, cond in headers if cond and cond in new[line - 1]), last)
+            if line not in table:  # a line unbranch wrote: the construct its names stand for
+                table[line] = next((o - first for name, o in self.anchors.items() if name in new[line - 1]), last)
             last = table[line]
         return table
 

@@ -59,13 +59,13 @@ def compile_function(text: str, info: SourceInfo, freevars: tuple, filename: str
     return inner
 
 
-def register(filename: str, info: SourceInfo, text: str) -> None:
+def register(filename: str, info: SourceInfo, text: str, anchors=None) -> None:
     """Make the rewritten text visible to tracebacks, ``inspect`` and error messages.
 
     Lines read from linecache end with ``# original/file.py:LINE``; they are computed only
     when something (a traceback, ``inspect``) first asks for them.
     """
-    smap = SourceMap(info, text)
+    smap = SourceMap(info, text, anchors)
     linecache.cache[filename] = (smap.annotated,)
     source_map.register(filename, smap)
 

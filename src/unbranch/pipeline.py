@@ -7,7 +7,7 @@ liveness, classification) is recomputed by the passes that need it, on the tree 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -47,7 +47,8 @@ def _hook_key(hook):
     code = getattr(hook, "__code__", None)
     if code is None:
         return ("id", id(hook))
-    return (getattr(hook, "__module__", None), getattr(hook, "__qualname__", None), code.co_code, code.co_consts)
+    cells = tuple(repr(c.cell_contents) for c in hook.__closure__ or ())  # hooks made by a factory
+    return (getattr(hook, "__module__", None), getattr(hook, "__qualname__", None), code.co_code, code.co_consts, cells)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Compiled:
     changed: bool
     notes: list
     runtime: str  # the global name the text uses for unbranch.runtime
+    anchors: dict = field(default_factory=dict)  # generated name -> original line (source map)
 
 
 _NOTHING_TO_DO = re.compile(r"\bif\b")
@@ -101,7 +103,7 @@ def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compi
         new = _hook(options.post_rewriter, new, info, "post_rewriter")
     if not ctx.notes and (not hooked or new.deep_equals(fn)):
         return Compiled(info.text, False, ctx.notes, runtime)
-    return Compiled(module.with_changes(body=[new, *module.body[1:]]).code, True, ctx.notes, runtime)
+    return Compiled(module.with_changes(body=[new, *module.body[1:]]).code, True, ctx.notes, runtime, ctx.anchors)
 
 
 def _hook(hook, fn, info, name):

@@ -82,6 +82,24 @@ _STATIC_MODULES = {
     "npu",
     "cpu",
 }
+# torch.* functions that return Python values or non-tensor objects
+_STATIC_TORCH = {
+    "device",
+    "dtype",
+    "Size",
+    "finfo",
+    "iinfo",
+    "get_default_dtype",
+    "get_default_device",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "is_autocast_enabled",
+    "get_autocast_dtype",
+    "are_deterministic_algorithms_enabled",
+    "promote_types",
+    "result_type",
+    "can_cast",
+}
 _STATIC_ANNOTATIONS = {
     "bool",
     "int",
@@ -227,10 +245,8 @@ class Classifier:
     def _call(self, e: cst.Call) -> str:
         func = e.func
         dotted = _dotted(func)
-        name = dotted[-1] if dotted else None
-        if name is None:
-            return UNKNOWN
-        if len(dotted) == 1:
+        if isinstance(func, cst.Name):
+            name = func.value
             if name in _STATIC_CALLS or name.startswith("is_"):
                 return STATIC
             if name == "len":
@@ -238,10 +254,14 @@ class Classifier:
             if name in ("bool", "int", "float", "abs", "max", "min", "any", "all"):
                 return combine(*(self.kind(a.value) for a in e.args)) if e.args else STATIC
             return UNKNOWN
+        if not isinstance(func, cst.Attribute):
+            return UNKNOWN
+        name = func.attr.value  # a method, also on a call's result: torch.isfinite(x).all()
         if name.startswith("is_") or name in ("startswith", "endswith", "get", "keys", "items"):
             return STATIC
-        if dotted[0] == "torch":
-            return STATIC if len(dotted) > 2 and dotted[1] in _STATIC_MODULES else TENSOR
+        if dotted and dotted[0] == "torch":
+            static = name in _STATIC_TORCH or (len(dotted) > 2 and dotted[1] in _STATIC_MODULES)
+            return STATIC if static else TENSOR
         if name in _SHAPE_METHODS:
             return SHAPE
         if name in _TENSOR_METHODS:
@@ -259,6 +279,8 @@ def _is_dtype_like(e) -> bool:
         return False
     if dotted[-1] in ("dtype", "device", "type", "layout"):
         return True
+    if isinstance(e, cst.Call):
+        return _is_dtype_like(e.func)  # torch.device("cpu"), torch.dtype(...)
     return (
         dotted[0] == "torch"
         and len(dotted) == 2

@@ -120,6 +120,7 @@ class IfToCond(cst.CSTTransformer):
             return updated.with_changes(test=ctx.runtime_call("unconverted", updated.test, why))
         operands, outputs, mutated = plan
         then_name, else_name = ctx.namer.numbered(ctx.prefix, ("then", "else"))
+        ctx.anchors[then_name] = ctx.anchors[else_name] = ctx.line_of(original)
         returns = outputs is None
         new_body = explicit_super(updated.body.body, ctx.self_name)
         new_orelse = explicit_super(orelse_body(updated), ctx.self_name)

@@ -9,11 +9,16 @@ its contract (tensor operands only, no aliasing of inputs, no input mutation).
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch.utils import _pytree as pytree
 
 from ..errors import UnbranchError
 from ._tracing import is_symbolic, origin_of_caller
+
+# callbacks ``(filename, line, taken)`` told which side each eagerly dispatched if took (coverage)
+observers: list = []
 
 
 def if_stmt(pred, then_fn, else_fn, operands=(), mutated=()):
@@ -23,7 +28,12 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=()):
     the branches get clones of those, since cond forbids input mutation.
     """
     if not is_symbolic(pred):
-        return then_fn(*operands) if pred else else_fn(*operands)
+        taken = True if pred else False
+        if observers:
+            caller = sys._getframe(1)
+            for observe in observers:
+                observe(caller.f_code.co_filename, caller.f_lineno, taken)
+        return then_fn(*operands) if taken else else_fn(*operands)
     try:
         return _cond(pred, then_fn, else_fn, operands, mutated)
     except Exception as e:  # under strict export dynamo never lets torch's own errors reach here

@@ -1,0 +1,97 @@
+"""Known rewrites of transformers code, as data: which functions, with which hooks.
+
+Keys are modeling modules; values map a function's qualname in that module to the hooks
+its rewrite needs (usually none: discovery would find most of these, the catalogue makes
+them explicit, reviewable in rewrites/, and covers what a scan cannot see, such as LED's
+``is_global_attn``, a tensor turned into a Python bool in one method and tested in another).
+Users add their own entries with :func:`register`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from . import hooks
+
+_M = "transformers.models."
+CATALOGUE: dict[str, dict[str, dict]] = {
+    _M + "bart.modeling_bart": {"BartEncoderLayer.forward": {}},
+    _M + "plbart.modeling_plbart": {"PLBartEncoderLayer.forward": {}},
+    _M + "marian.modeling_marian": {"MarianEncoderLayer.forward": {}},
+    _M + "mvp.modeling_mvp": {"MvpEncoderLayer.forward": {}},
+    _M + "blenderbot_small.modeling_blenderbot_small": {"BlenderbotSmallEncoderLayer.forward": {}},
+    _M + "bigbird_pegasus.modeling_bigbird_pegasus": {"BigBirdPegasusEncoderLayer.forward": {}},
+    _M + "led.modeling_led": {
+        "LEDEncoderLayer.forward": {},
+        # (LED's own `_pad_to_window_size` specialises the export on seq_len % attention_window,
+        # with or without unbranch: its padding `if` returns None for inputs_embeds)
+        # `is_global_attn = (attention_mask > 0).any().item()` is a data-dependent bool that
+        # LEDEncoderSelfAttention branches on; only a global_attention_mask can make it True,
+        # so without one it is statically False and the global-attention path (whose shapes
+        # depend on data) is not traced at all
+        "LEDEncoder.forward": {
+            "pre_rewriter": hooks.guard_assignment("is_global_attn", "global_attention_mask is not None")
+        },
+    },
+    _M + "nllb_moe.modeling_nllb_moe": {
+        "NllbMoeEncoderLayer.forward": {},
+        "NllbMoeDecoderLayer.forward": {},
+        # `for expert_idx in expert_hit` (from .nonzero()) has a data-dependent trip count;
+        # visiting every expert gives the same sum, an expert without tokens adding nothing
+        "NllbMoeExperts.forward": {
+            "pre_rewriter": hooks.replace_loop_iterable("expert_hit", "[[e] for e in range(self.num_experts)]")
+        },
+        # re-assigning a submodule inside forward cannot be traced, even when `.to` changes nothing
+        "NllbMoeTop2Router._cast_classifier": {
+            "pre_rewriter": hooks.only_if("self.classifier", "self.classifier.weight.dtype != self.dtype")
+        },
+    },
+    _M + "longt5.modeling_longt5": {"LongT5Block.forward": {}},
+    _M + "fsmt.modeling_fsmt": {
+        # `if not mask.any(): mask = None`: no cond can return None, and an all-False mask masks nothing
+        "make_padding_mask": {"pre_rewriter": hooks.drop_none_fallback},
+    },
+}
+
+
+def register(module: str, qualname: str, **hooks) -> None:
+    """Add (or replace) the rewrite of ``module:qualname``, with optional hooks."""
+    CATALOGUE.setdefault(module, {})[qualname] = hooks
+
+
+def resolve(module: str, qualname: str):
+    """The object ``module:qualname`` names (class attributes looked up through ``__dict__``)."""
+    obj = importlib.import_module(module)
+    parts = qualname.split(".")
+    for part in parts[:-1]:
+        obj = getattr(obj, part)
+    return obj.__dict__[parts[-1]] if isinstance(obj, type) else getattr(obj, parts[-1])
+
+
+def _class_of(name_or_class):
+    if isinstance(name_or_class, type):
+        return name_or_class
+    import transformers
+
+    found = getattr(transformers, name_or_class, None)
+    if isinstance(found, type):
+        return found
+    for module, entries in CATALOGUE.items():
+        if any(q.split(".")[0] == name_or_class for q in entries):
+            return getattr(importlib.import_module(module), name_or_class)
+    return None
+
+
+def code_needing_rewriting(name_or_class):
+    """Rewrite specs (``{"function": f, **hooks}``) a model or layer class needs, or None.
+
+    A layer class gets its own entries; any other class of a catalogued modeling module (a
+    full model such as ``BartForConditionalGeneration``) gets every entry of that module.
+    """
+    cls = _class_of(name_or_class)
+    if cls is None or cls.__module__ not in CATALOGUE:
+        return None
+    entries = CATALOGUE[cls.__module__]
+    own = {q: h for q, h in entries.items() if q.split(".")[0] == cls.__name__}
+    chosen = own or entries
+    return [{"function": resolve(cls.__module__, q), **h} for q, h in chosen.items()] or None

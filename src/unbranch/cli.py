@@ -1,0 +1,154 @@
+"""``unbranch`` command line: validate tiny models, rewrite one function, emit the catalogue."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+
+DEFAULT_MODELS = ["BartModel"]
+
+
+def _validate(args) -> int:
+    import torch
+
+    from .validate import validate
+    from .zoo import MODELS
+
+    names = args.models or DEFAULT_MODELS
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(sorted(MODELS))}", file=sys.stderr)
+        return 2
+    dtype = getattr(torch, args.dtype)
+    results = []
+    for i, name in enumerate(names, 1):
+        if len(names) > 1 and not args.json:
+            bar = "#" * (20 * i // len(names))
+            print(f"\r[{bar:<20}] {i}/{len(names)} {name:<28}", end="", file=sys.stderr, flush=True)
+        results.append(validate(name, dtype, strict=args.strict))
+    if len(names) > 1 and not args.json:
+        print(file=sys.stderr)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+    else:
+        _table(results)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def _table(results) -> None:
+    head = (
+        "model",
+        "dtype",
+        "plain export",
+        "with unbranch",
+        "conds",
+        "both sides",
+        "max diff (example/other/flipped)",
+        "result",
+    )
+    rows = []
+    for r in results:
+        diffs = " / ".join(f"{v:.1e}" for v in r.max_diff.values()) or "-"
+        plain = "ok" if r.plain == "ok" else "fails (" + r.plain.split(":")[0] + ")"
+        sides = f"{sum(len(s) == 2 for s in r.sides.values())}/{len(r.sides)} ifs" if r.sides else "-"
+        rows.append(
+            (
+                r.model,
+                r.dtype,
+                plain,
+                r.rewritten if r.rewritten == "ok" else "FAILS",
+                str(r.conds),
+                sides,
+                diffs,
+                "PASS" if r.ok else "FAIL",
+            )
+        )
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    for row in (head, tuple("-" * w for w in widths), *rows):
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
+    for r in results:
+        if r.rewritten != "ok":
+            print(f"\n{r.model}: {r.rewritten}")
+        if r.methods:
+            print(f"{r.model}: rewrote {', '.join(r.methods)}")
+
+
+def _load(target: str):
+    module_name, _, qual = target.partition(":")
+    if not qual:
+        raise SystemExit("expected package.module:Class.method")
+    obj = importlib.import_module(module_name)
+    for part in qual.split("."):
+        obj = obj.__dict__[part] if isinstance(obj, type) and part in obj.__dict__ else getattr(obj, part)
+    return obj
+
+
+def _rewrite(args) -> int:
+    from .api import transform_method
+
+    rm = transform_method(_load(args.target), prefix=args.prefix)
+    if args.output:
+        _write(args.output, rm)
+    else:
+        print(rm.code)
+        print(rm.diff())
+    return 0
+
+
+def _write(directory: str, rm, stem: str | None = None) -> list[str]:
+    os.makedirs(directory, exist_ok=True)
+    base = os.path.join(directory, stem or rm.qualname.replace("<locals>", "locals"))
+    header = f"# unbranch rewrite of {rm.qualname} ({rm.function.__module__}); `unbranch emit` regenerates it\n"
+    files = {base + ".py": header + rm.code, base + ".diff": rm.diff().replace(rm.source.path, rm.function.__module__)}
+    for path, text in files.items():
+        with open(path, "w") as f:
+            f.write(text)
+    return list(files)
+
+
+def emit(directory: str) -> list[str]:
+    """Write the rewritten source and diff of every catalogue entry under ``directory``."""
+    from .api import transform_method
+    from .catalog import CATALOGUE, resolve
+
+    written = []
+    for module, entries in sorted(CATALOGUE.items()):
+        family = module.split(".")[-2] if module.startswith("transformers.models.") else module
+        for qualname, hooks in sorted(entries.items()):
+            rm = transform_method(resolve(module, qualname), **hooks)
+            written += _write(os.path.join(directory, family), rm, qualname)
+    return written
+
+
+def _emit(args) -> int:
+    for path in emit(args.output):
+        print(path)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="unbranch", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("validate", help="export tiny transformers models with and without unbranch")
+    v.add_argument("models", nargs="*", help=f"model classes (default: {' '.join(DEFAULT_MODELS)})")
+    v.add_argument("--dtype", default="float16", choices=["float16", "float32", "bfloat16"])
+    v.add_argument("--strict", action="store_true", help="use torch.export's strict mode")
+    v.add_argument("--json", action="store_true", help="print results as JSON")
+    v.set_defaults(run=_validate)
+    r = sub.add_parser("rewrite", help="print or write the rewritten source of one function")
+    r.add_argument("target", help="package.module:Class.method")
+    r.add_argument("-o", "--output", help="directory to write <qualname>.py and .diff into")
+    r.add_argument("--prefix", default="branch_cond")
+    r.set_defaults(run=_rewrite)
+    e = sub.add_parser("emit", help="regenerate the catalogue's rewritten files")
+    e.add_argument("-o", "--output", default="rewrites")
+    e.set_defaults(run=_emit)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Ready-made libcst hooks for catalogue entries (``pre_rewriter``/``post_rewriter``).
+
+Each is a small, named source change for code the rules alone cannot make exportable,
+applied only while rewriting, so the change is visible in ``rewrites/`` like any other.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+class _DropNoneFallback(cst.CSTTransformer):
+    def leave_If(self, original, updated):
+        body = updated.body.body
+        if updated.orelse is None and len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine):
+            stmt = body[0].body[0]
+            if isinstance(stmt, cst.Assign) and isinstance(stmt.value, cst.Name) and stmt.value.value == "None":
+                return cst.RemovalSentinel.REMOVE
+        return updated
+
+
+def drop_none_fallback(fn: cst.FunctionDef) -> cst.FunctionDef:
+    """``if not mask.any(): mask = None`` -> (removed): an all-False mask already masks nothing."""
+    return fn.visit(_DropNoneFallback())
+
+
+class _ReplaceValue(cst.CSTTransformer):
+    def __init__(self, target: str, make):
+        self.target, self.make = target, make
+
+    def leave_Assign(self, original, updated):
+        names = [t.target for t in updated.targets]
+        if len(names) == 1 and isinstance(names[0], cst.Name) and names[0].value == self.target:
+            return updated.with_changes(value=self.make(updated.value))
+        return updated
+
+    def leave_For(self, original, updated):
+        if isinstance(updated.iter, cst.Name) and updated.iter.value == self.target:
+            return updated.with_changes(iter=self.make(updated.iter))
+        return updated
+
+
+def guard_assignment(target: str, guard: str):
+    """``target = value`` -> ``target = (guard) and value``: a Python guard that makes it static."""
+
+    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
+        guard_expr = cst.parse_expression(guard)
+        return fn.visit(_ReplaceValue(target, lambda v: cst.BooleanOperation(guard_expr, cst.And(), v)))
+
+    hook.__qualname__ = f"guard_assignment({target!r}, {guard!r})"
+    return hook
+
+
+def replace_loop_iterable(name: str, iterable: str):
+    """``for x in name:`` -> ``for x in <iterable>:`` (e.g. every expert instead of the hit ones)."""
+
+    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
+        return fn.visit(_ReplaceValue(name, lambda _: cst.parse_expression(iterable)))
+
+    hook.__qualname__ = f"replace_loop_iterable({name!r}, {iterable!r})"
+    return hook
+
+
+class _OnlyIf(cst.CSTTransformer):
+    def __init__(self, target: str, guard: str):
+        self.target, self.guard = target, guard
+
+    def leave_SimpleStatementLine(self, original, updated):
+        stmt = updated.body[0]
+        if len(updated.body) == 1 and isinstance(stmt, cst.Assign) and len(stmt.targets) == 1:
+            if cst.Module([]).code_for_node(stmt.targets[0].target) == self.target:
+                block = cst.IndentedBlock([updated.with_changes(leading_lines=[])])
+                return cst.If(cst.parse_expression(self.guard), block, leading_lines=updated.leading_lines)
+        return updated
+
+
+def only_if(target: str, guard: str):
+    """``target = value`` -> ``if guard: target = value`` (skip a no-op that export cannot trace)."""
+
+    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
+        return fn.visit(_OnlyIf(target, guard))
+
+    hook.__qualname__ = f"only_if({target!r}, {guard!r})"
+    return hook
