@@ -9,6 +9,7 @@ __all__ = [
     "RewrittenMethod",
     "UnbranchError",
     "__version__",
+    "observe_branches",
     "rewrite_source",
     "torch_export_rewrite",
     "transform_method",

@@ -51,7 +51,7 @@ def _table(results) -> None:
     )
     rows = []
     for r in results:
-        diffs = " / ".join(f"{v:.1e}" for v in r.max_diff.values()) or "-"
+        diffs = " / ".join(f"{k} {v:.0e}" for k, v in r.max_diff.items()) or "-"
         plain = "ok" if r.plain == "ok" else "fails (" + r.plain.split(":")[0] + ")"
         sides = f"{sum(len(s) == 2 for s in r.sides.values())}/{len(r.sides)} ifs" if r.sides else "-"
         rows.append(
