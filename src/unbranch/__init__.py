@@ -2,12 +2,14 @@
 
 from .api import Report, RewrittenMethod, observe_branches, rewrite_source, torch_export_rewrite, transform_method
 from .cache import VERSION as __version__
+from .catalog import code_needing_rewriting
 from .errors import UnbranchError
 
 __all__ = [
     "Report",
     "RewrittenMethod",
     "UnbranchError",
+    "code_needing_rewriting",
     "__version__",
     "observe_branches",
     "rewrite_source",

@@ -10,6 +10,8 @@ import types
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import torch
+
 from . import cache, loader, runtime
 from .errors import UnbranchError
 from .pipeline import Options, compile_source
@@ -53,7 +55,10 @@ class RewrittenMethod:
         name = f"{self.source.path}:{self.source.line}"
         return "".join(
             difflib.unified_diff(
-                self.original_code.splitlines(True), self.code.splitlines(True), f"a/{name}", f"b/{name}"
+                self.original_code.splitlines(True),
+                self.code.splitlines(True),
+                f"{name} (original)",
+                f"{name} (unbranch)",
             )
         )
 
@@ -122,6 +127,24 @@ class Report:
 
     def __len__(self):
         return len(self.rewritten)
+
+    def conds(self, ep) -> dict[str, int]:
+        """How many ``cond`` nodes of exported program ``ep`` each rewritten function produced.
+
+        Read from the nodes' stack traces, which name the rewritten code's file; a method
+        whose count is 0 changed nothing in the graph.
+        """
+        counts = {rm.qualname: 0 for rm in self.rewritten}
+        files = {rm.code_object.co_filename: rm.qualname for rm in self.rewritten}
+        for gm in ep.graph_module.modules():
+            for node in getattr(gm, "graph", None).nodes if hasattr(gm, "graph") else ():
+                if node.target is not torch.ops.higher_order.cond:
+                    continue
+                trace = node.meta.get("stack_trace") or ""
+                for filename, qualname in files.items():
+                    if f'"{filename}"' in trace:
+                        counts[qualname] += 1
+        return counts
 
     def __str__(self):
         lines = [f"{len(self.rewritten)} function(s) rewritten"]

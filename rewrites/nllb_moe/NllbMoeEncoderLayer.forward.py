@@ -1,0 +1,26 @@
+# unbranch rewrite of NllbMoeEncoderLayer.forward (transformers.models.nllb_moe.modeling_nllb_moe); `unbranch emit` regenerates it
+def forward(
+    self, hidden_states: torch.Tensor, attention_mask: torch.Tensor, **kwargs: Unpack[TransformersKwargs]
+) -> torch.Tensor:
+    residual = hidden_states
+    hidden_states = self.self_attn_layer_norm(hidden_states)
+    hidden_states, _ = self.self_attn(hidden_states, attention_mask=attention_mask, **kwargs)
+    hidden_states = self.attn_dropout(hidden_states)
+    hidden_states = residual + hidden_states
+    residual = hidden_states
+
+    hidden_states = self.ff_layer_norm(hidden_states)
+    if self.is_sparse:
+        hidden_states = self.ffn(hidden_states, attention_mask)
+    else:
+        hidden_states = self.ffn(hidden_states)
+    hidden_states = self.ff_dropout(hidden_states)
+    hidden_states = residual + hidden_states
+    def branch_cond_then_1(hidden_states):
+        clamp_value = torch.finfo(hidden_states.dtype).max - 1000
+        hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+        return hidden_states
+    def branch_cond_else_1(hidden_states):
+        return hidden_states
+    hidden_states = _ub.if_stmt(hidden_states.dtype == torch.float16 and _ub.not_(torch.isfinite(hidden_states).all()), branch_cond_then_1, branch_cond_else_1, (hidden_states,))
+    return hidden_states
