@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .analysis.classify import STATIC, Classifier
+from .analysis.classify import SHAPE, STATIC, TENSOR, Classifier
 from .errors import UnbranchError
 from .source import SourceInfo
 
@@ -69,6 +69,19 @@ class Context:
             return False
         return self.filter_node is None or bool(self.filter_node(node))
 
+    def is_candidate_loop(self, node) -> bool:
+        """A ``while`` on a non-Python test, or a ``for`` over a tensor or a symbolic ``range``."""
+        if isinstance(node, cst.While):
+            return self.classifier.kind(node.test) != STATIC
+        it = node.iter
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range":
+            if len(it.args) != 1:
+                return False
+            it = it.args[0].value
+        elif isinstance(it, cst.Name) and it.value in self.classifier.params:
+            return True  # `for row in x` over an argument: usually a tensor; the runtime checks
+        return self.classifier.kind(it) in (SHAPE, TENSOR)
+
     def line_of(self, node) -> int:
         """Line in the original file of ``node``, found by its text (passes rebuild nodes).
 
@@ -77,7 +90,11 @@ class Context:
         """
         lines = self.source.text.splitlines()
         test = getattr(node, "test", None)
-        if test is not None:
+        if isinstance(node, cst.For):
+            target = self.module.code_for_node(node.target)
+            wanted = [f"for {target} in {self.module.code_for_node(node.iter)}"]
+            found = next((i for i, ln in enumerate(lines) if ln.strip().startswith(tuple(wanted))), None)
+        elif test is not None:
             cond = self.module.code_for_node(test).splitlines()[0].strip()
             wanted = [f"{kw} {cond}" for kw in ("if", "elif", "while")]
             found = next((i for i, ln in enumerate(lines) if ln.strip().startswith(tuple(wanted))), None)
@@ -90,7 +107,8 @@ class Context:
         return UnbranchError(message, self.source.path, self.line_of(node), construct)
 
     def note(self, node, kind: str, detail: str) -> None:
-        self.notes.append(Note(self.line_of(node), kind, detail, self.classifier.kind(node.test)))
+        condition = node.iter if isinstance(node, cst.For) else node.test
+        self.notes.append(Note(self.line_of(node), kind, detail, self.classifier.kind(condition)))
 
     def runtime_call(self, func: str, *args: cst.BaseExpression) -> cst.Call:
         return cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name(func)), [cst.Arg(a) for a in args])

@@ -14,16 +14,19 @@ import libcst as cst
 from .analysis.classify import Classifier
 from .context import Context, Namer, taken_names
 from .errors import UnbranchError
-from .normalise import augmented_assign, early_return, elif_chain
-from .rules import if_to_cond, raise_to_check
+from .normalise import augmented_assign, early_return, elif_chain, leading_break
+from .rules import for_to_scan, if_to_cond, raise_to_check, while_to_loop
 from .source import SourceInfo
 
 PASSES = [
     raise_to_check.apply,  # first: `if c: raise` must not count as an early return
     elif_chain.apply,  # dispatched elifs become `else: if`, so each if is a replaceable statement
     early_return.apply,  # the code after a one-sided return moves into the other branch
+    leading_break.apply,  # `while c: if stop: break` -> `while c and not stop` (before ifs see the break)
     augmented_assign.apply,  # x += y -> x = x + y in dispatched branches (no input mutation)
-    if_to_cond.apply,  # last: liveness on the final shape of the code, then branch functions
+    if_to_cond.apply,  # liveness on the final shape of the code, then branch functions
+    for_to_scan.apply,  # after the ifs: a converted if inside a loop is plain statements by now
+    while_to_loop.apply,
 ]
 
 
@@ -62,7 +65,7 @@ class Compiled:
     anchors: dict = field(default_factory=dict)  # generated name -> original line (source map)
 
 
-_NOTHING_TO_DO = re.compile(r"\bif\b")
+_NOTHING_TO_DO = re.compile(r"\b(if|for|while)\b")
 
 
 def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compiled:

@@ -136,19 +136,24 @@ def _dotted(node) -> list[str]:
 class Classifier:
     """Classifies expressions of one function, using what it knows of the function's names."""
 
-    def __init__(self, self_name: str | None = None, static_names=(), tensor_names=()):
+    def __init__(self, self_name: str | None = None, static_names=(), tensor_names=(), shape_names=()):
         self.self_name = self_name
         self.static_names = set(static_names)
         self.tensor_names = set(tensor_names)
+        self.shape_names = set(shape_names)
+        self.params: set[str] = set()
 
     @classmethod
     def for_function(cls, fn: cst.FunctionDef, is_method: bool = True) -> Classifier:
         params = param_names(fn)
         self_name = params[0] if params and is_method else None
         c = cls(self_name)
+        c.params = set(params) - {self_name}
         for p in [*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params]:
             if p.annotation is not None and _static_annotation(p.annotation.annotation):
                 c.static_names.add(p.name.value)
+            elif p.annotation is not None and _dotted(p.annotation.annotation)[-1:] == ["Tensor"]:
+                c.tensor_names.add(p.name.value)
             elif (
                 p.default is not None
                 and isinstance(p.default, (cst.Name, cst.Integer, cst.SimpleString))
@@ -183,6 +188,8 @@ class Classifier:
                     self.static_names.discard(name)
             elif all(k == TENSOR for k in ks):
                 self.tensor_names.add(name)
+            elif all(k == SHAPE for k in ks):
+                self.shape_names.add(name)
             elif all(k == STATIC for k in ks):
                 self.static_names.add(name)
 
@@ -194,6 +201,8 @@ class Classifier:
         if isinstance(e, cst.Name):
             if e.value in ("True", "False", "None") or e.value in self.static_names:
                 return STATIC
+            if e.value in self.shape_names:
+                return SHAPE
             return TENSOR if e.value in self.tensor_names else UNKNOWN
         if isinstance(e, cst.UnaryOperation):
             return self.kind(e.expression)

@@ -1,6 +1,7 @@
-"""``x += y`` inside a dispatched ``if`` -> ``x = x + y``.
+"""``x += y`` inside a dispatched ``if`` or loop -> ``x = x + y``.
 
-An in-place update of a branch operand is an input mutation, which ``torch.cond`` forbids;
+An in-place update of a branch operand or loop carry is an input mutation, which
+``torch.cond``, ``scan`` and ``while_loop`` forbid;
 rebinding gives the same value without it. Subscript and attribute targets stay in place
 (the rule hands such mutated operands to the branch as clones).
 """
@@ -35,12 +36,19 @@ class _Rebind(cst.CSTTransformer):
     def visit_FunctionDef(self, node):
         return node is self.fn
 
+    def _dispatched(self, node) -> bool:
+        return self.ctx.is_candidate(node) if isinstance(node, cst.If) else self.ctx.is_candidate_loop(node)
+
     def visit_If(self, node):
-        self.depth += self.ctx.is_candidate(node)
+        self.depth += self._dispatched(node)
+
+    visit_For = visit_While = visit_If
 
     def leave_If(self, original, updated):
-        self.depth -= self.ctx.is_candidate(original)
+        self.depth -= self._dispatched(original)
         return updated
+
+    leave_For = leave_While = leave_If
 
     def leave_AugAssign(self, original, updated):
         if not self.depth or not isinstance(updated.target, cst.Name):

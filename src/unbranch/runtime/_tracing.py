@@ -24,6 +24,15 @@ def is_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
 
 
+def fresh_outputs(values, inputs):
+    """Higher-order ops forbid returning an input or a view of one: copy those (not the rest)."""
+    from torch.utils import _pytree as pytree
+
+    return pytree.tree_map_only(
+        torch.Tensor, lambda o: o.clone() if o._base is not None or any(o is t for t in inputs) else o, values
+    )
+
+
 def origin_of_caller(depth: int) -> str:
     """``file:line`` of the user's code behind the rewritten frame ``depth`` levels up."""
     import sys

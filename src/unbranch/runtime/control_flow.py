@@ -15,7 +15,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..errors import UnbranchError
-from ._tracing import is_symbolic, origin_of_caller
+from ._tracing import fresh_outputs, is_symbolic, origin_of_caller
 
 # callbacks ``(filename, line, taken)`` told which side each eagerly dispatched if took (coverage)
 observers: list = []
@@ -62,10 +62,7 @@ def _cond(pred, then_fn, else_fn, operands, mutated):
             out = fn(*pytree.tree_unflatten(values, spec))
             if out is None:
                 return ()
-            # cond forbids returning an input or a view of one: return a copy instead
-            return pytree.tree_map_only(
-                torch.Tensor, lambda o: o.clone() if o._base is not None or any(o is t for t in ts) else o, out
-            )
+            return fresh_outputs(out, ts)
 
         branch.__name__ = getattr(fn, "__name__", "branch")
         return branch

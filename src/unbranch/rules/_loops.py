@@ -1,0 +1,57 @@
+"""What the loop rules share: carried variables and the body-function call."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.liveness import live_in
+from ..analysis.names import block_writes, expr_reads
+from ._util import blockers, in_order, mutated_names
+
+
+class _Returns(cst.CSTVisitor):
+    def __init__(self):
+        self.found = False
+
+    def visit_FunctionDef(self, node):
+        return False
+
+    visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def visit_Return(self, node):
+        self.found = True
+
+
+def loop_blocker(body) -> str | None:
+    """Why a loop body cannot become a function (``None`` when it can)."""
+    found = blockers(body)
+    if found:
+        return found[0][1].replace("leaving the branch", "in the loop body").replace("in a branch", "in the loop")
+    v = _Returns()
+    for s in body:
+        s.visit(v)
+    return "a return inside the loop body" if v.found else None
+
+
+def carried(node, body, test, facts, exclude=()):
+    """Loop-carried variables: bound in the body and read by the next step, the test or after."""
+    writes = block_writes(body) - set(exclude)
+    needed = live_in(body, set()) | expr_reads(test) | facts.live_out.get(node, set())
+    order = [cst.SimpleStatementLine([cst.Expr(test)])] if test is not None else []
+    names = in_order(writes & needed & facts.locals, [*order, *body])
+    before = facts.defined.get(node, set())
+    for name in names:
+        if name not in before:
+            return f"'{name}' is carried by the loop but not set before it"
+    mutated = mutated_names(body) & set(names)
+    if mutated:
+        return f"'{sorted(mutated)[0]}' is carried by the loop and changed in place"
+    return names
+
+
+def tuple_text(names) -> str:
+    return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
+
+
+def call_statement(outputs, call: str) -> cst.BaseStatement:
+    return cst.parse_statement(f"{', '.join(outputs)} = {call}" if outputs else call)

@@ -1,0 +1,116 @@
+"""``while`` on a condition that may be a tensor -> ``_ub.while_stmt`` (``while_loop`` when traced).
+
+    while n > 0:                       def loop_cond_1(n, acc):
+        acc = acc + x[0]                   return n > 0
+        n = n - 1              ->      def loop_body_1(n, acc):
+                                           acc = acc + x[0]
+                                           n = n - 1
+                                           return n, acc
+                                       n, acc = _ub.while_stmt(loop_cond_1, loop_body_1, (n, acc))
+
+A leading ``if stop: break`` was folded into the condition by normalise.leading_break; any
+other ``break`` keeps the loop plain Python.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.liveness import Facts, analyse_function
+from ..normalise.boolean_ops import runtime_predicate
+from ._loops import call_statement, carried, loop_blocker, tuple_text
+from ._util import Rewrite, branch_def, explicit_super
+
+EXAMPLES = [
+    Rewrite(
+        """
+        def forward(self, x):
+            n = x.sum().abs().long() % 5
+            acc = torch.zeros(x.shape[1])
+            while n > 0:
+                acc += x[0]
+                n -= 1
+            return acc
+        """,
+        """
+        def forward(self, x):
+            n = x.sum().abs().long() % 5
+            acc = torch.zeros(x.shape[1])
+            def loop_cond_1(n, acc):
+                return n > 0
+            def loop_body_1(n, acc):
+                acc = acc + x[0]
+                n = n - 1
+                return n, acc
+            n, acc = _ub.while_stmt(loop_cond_1, loop_body_1, (n, acc))
+            return acc
+        """,
+    ),
+    Rewrite(
+        """
+        def forward(self, x):
+            while x.abs().sum() < 100:
+                if x.max() > 50:
+                    break
+                x = x * 2 + 1
+            return x
+        """,
+        """
+        def forward(self, x):
+            def loop_cond_1(x):
+                return _ub.and_(x.abs().sum() < 100, lambda: _ub.not_(x.max() > 50))
+            def loop_body_1(x):
+                x = x * 2 + 1
+                return x
+            x = _ub.while_stmt(loop_cond_1, loop_body_1, (x,))
+            return x
+        """,
+    ),
+]
+
+
+class WhileToLoop(cst.CSTTransformer):
+    def __init__(self, ctx, fn, facts: Facts):
+        self.ctx, self.fn, self.facts = ctx, fn, facts
+
+    def visit_FunctionDef(self, node):
+        return node is self.fn
+
+    def leave_While(self, original: cst.While, updated: cst.While):
+        ctx = self.ctx
+        if not ctx.is_candidate_loop(original):
+            return updated
+        body, test = list(updated.body.body), updated.test
+        state = self._plan(original, body, test)
+        if isinstance(state, str):
+            if ctx.strict and ctx.classifier.kind(original.test) == "tensor":
+                raise ctx.error(state, original, "while")
+            ctx.note(original, "left", state)
+            return updated
+        cond_name, body_name = ctx.namer.numbered("loop", ("cond", "body"))
+        ctx.anchors[cond_name] = ctx.anchors[body_name] = ctx.line_of(original)
+        pred = cst.SimpleStatementLine([cst.Return(runtime_predicate(test, ctx))])
+        defs = [
+            branch_def(cond_name, state, [pred], []).with_changes(leading_lines=updated.leading_lines),
+            branch_def(body_name, state, explicit_super(body, ctx.self_name), state),
+        ]
+        call = f"{ctx.runtime}.while_stmt({cond_name}, {body_name}, {tuple_text(state)})"
+        ctx.note(original, "while_loop", f"carry: {', '.join(state)}")
+        return cst.FlattenSentinel([*defs, call_statement(state, call)])
+
+    def _plan(self, node, body, test):
+        if node.orelse is not None:
+            return "a while loop with an else clause"
+        why = loop_blocker(body)
+        if why:
+            return why
+        state = carried(node, body, test, self.facts)
+        if isinstance(state, str):
+            return state
+        if not state:
+            return "nothing the loop condition reads changes in the loop"
+        return state
+
+
+def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
+    return fn.visit(WhileToLoop(ctx, fn, analyse_function(fn)))
