@@ -366,10 +366,12 @@ class ShapeConditionPythonOutput(torch.nn.Module):
         return y * scale
 
 
-def test_shape_condition_that_cond_cannot_take_falls_back():
+@pytest.mark.parametrize("strict", MODES)
+def test_shape_condition_that_cond_cannot_take_falls_back(strict):
     # float outputs: torch.cond refuses them, so the plain branch is taken and specialised,
-    # exactly as without unbranch (non-strict export; see the README for strict mode)
-    ep = export_rewritten(ShapeConditionPythonOutput(), (pos(6, 3),), strict=False)
+    # exactly as without unbranch
+    assert "tensor_outputs=False" in unbranch.transform_method(ShapeConditionPythonOutput.forward).code
+    ep = export_rewritten(ShapeConditionPythonOutput(), (pos(6, 3),), strict)
     assert count_conds(ep) == 0
     x = pos(7, 2)
     torch.testing.assert_close(ep.module()(x), ShapeConditionPythonOutput()(x))

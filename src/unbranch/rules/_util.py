@@ -130,6 +130,50 @@ class _Mutations(cst.CSTVisitor):
             self.names.add(self._root(f.value))
 
 
+class _PythonValues(cst.CSTVisitor):
+    """Does a block bind one of ``names`` to (or return) a value torch.cond cannot output?"""
+
+    LITERALS = (cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+    def __init__(self, names):
+        self.names, self.found = set(names), False
+
+    def visit_FunctionDef(self, node):
+        return False
+
+    visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def _python(self, value) -> bool:
+        if isinstance(value, (cst.Tuple, cst.List)):
+            return any(self._python(el.value) for el in value.elements)
+        return isinstance(value, self.LITERALS) or (
+            isinstance(value, cst.Name) and value.value in ("None", "True", "False")
+        )
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            pairs = (
+                zip(t.target.elements, node.value.elements)
+                if isinstance(t.target, cst.Tuple) and isinstance(node.value, cst.Tuple)
+                else [(t, node)]
+            )
+            for target, value in pairs:
+                if isinstance(target.target if hasattr(target, "target") else target.value, cst.Name):
+                    name = (target.target if hasattr(target, "target") else target.value).value
+                    self.found |= name in self.names and self._python(value.value)
+
+    def visit_Return(self, node):
+        self.found |= node.value is None or self._python(node.value)
+
+
+def binds_python_values(stmts, names) -> bool:
+    """True when a branch plainly produces None/bool/float/str for an output (cond cannot)."""
+    v = _PythonValues(names)
+    for s in stmts:
+        s.visit(v)
+    return v.found
+
+
 def mutated_names(stmts) -> set[str]:
     v = _Mutations()
     for s in stmts:

@@ -30,6 +30,7 @@ from ._util import (
     Refused,
     Rewrite,
     Unchanged,
+    binds_python_values,
     blockers,
     branch_def,
     explicit_super,
@@ -131,6 +132,8 @@ class IfToCond(cst.CSTTransformer):
         ]
         args = f"{then_name}, {else_name}, ({', '.join(operands)}{',' if len(operands) == 1 else ''})"
         extra = f", mutated=({', '.join(str(operands.index(m)) for m in mutated)},)" if mutated else ""
+        if binds_python_values(body + orelse, outputs or ()):
+            extra += ", tensor_outputs=False"  # a shape condition then specialises, as a plain if would
         call = f"{ctx.runtime}.if_stmt(__pred__, {args}{extra})"
         text = f"return {call}" if returns else (f"{names_expr(outputs)} = {call}" if outputs else call)
         stmt = cst.parse_statement(text)

@@ -21,13 +21,16 @@ from ._tracing import fresh_outputs, is_symbolic, origin_of_caller
 observers: list = []
 
 
-def if_stmt(pred, then_fn, else_fn, operands=(), mutated=()):
+def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True):
     """Run ``then_fn(*operands)`` or ``else_fn(*operands)``; a ``torch.cond`` when ``pred`` is symbolic.
 
     ``mutated`` lists the operand positions a branch writes in place: under ``torch.cond``
-    the branches get clones of those, since cond forbids input mutation.
+    the branches get clones of those, since cond forbids input mutation. ``tensor_outputs``
+    is False when the compiler saw a branch produce a Python value (None, a float...): no
+    cond can return that, so a shape condition takes the plain branch (and specialises, as
+    the original ``if`` does) instead of failing the export.
     """
-    if not is_symbolic(pred):
+    if not is_symbolic(pred) or not (tensor_outputs or isinstance(pred, torch.Tensor)):
         taken = True if pred else False
         if observers:
             caller = sys._getframe(1)
