@@ -85,7 +85,7 @@ def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compi
         raise UnbranchError("async functions cannot be rewritten", info.path, info.line, "async def")
     namer = Namer(taken_names(info.text, global_names))
     classifier = Classifier.for_function(fn, is_method=options.is_method)
-    runtime = "_ub" if "_ub" not in taken_names(info.text, global_names) else namer.new("_ub")
+    runtime = namer.new("_ub")
     ctx = Context(
         source=info,
         module=module,

@@ -34,6 +34,25 @@ _T5 = dict(
     relative_attention_num_buckets=8,
     relative_attention_max_distance=16,
 )
+_DECODER = dict(  # Llama-like decoder-only models
+    hidden_size=16,
+    intermediate_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    vocab_size=100,
+    max_position_embeddings=64,
+    bos_token_id=1,
+    eos_token_id=2,
+)
+_ENCODER = dict(  # BERT-like encoders
+    hidden_size=16,
+    intermediate_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    vocab_size=100,
+    max_position_embeddings=64,
+)
 # float16 overflow right before the encoder layer's clamp: its LayerNorm scaled past float16's max
 _OVERFLOW_LAYER_NORM = {r"(.*\.)?encoder\.layers\.0\.final_layer_norm\.(weight|bias)": 60000.0}
 
@@ -47,6 +66,7 @@ class Tiny:
     flip_weights: dict = field(default_factory=dict)  # parameter-name regex -> value that flips a branch
     flip_inputs: str | None = None  # "pad": pad tokens in the input
     pad_token_id: int = 1
+    inputs_kind: str = "text"  # "text": input_ids; "image": pixel_values; "audio": mel input_features
 
     def build(self, name: str, dtype=torch.float32) -> torch.nn.Module:
         import transformers
@@ -55,19 +75,39 @@ class Tiny:
         config = getattr(transformers, self.config)(**self.kwargs)
         return getattr(transformers, name)(config).eval().to(dtype)
 
-    def inputs(self, batch: int, seq: int, flip: bool = False) -> dict:
+    def inputs(self, batch: int, seq: int, flip: bool = False, pad: bool = False) -> dict:
+        """Inputs of ``batch`` rows of ``seq`` tokens (decoder tokens only: configs fix image and mel sizes).
+
+        ``pad`` (or a "pad" flip) ends the first row in two padding tokens, masked out: text
+        models with an attention mask only.
+        """
         g = torch.Generator().manual_seed(batch * 100 + seq)
-        ids = torch.randint(3, 100, (batch, seq), generator=g)
-        kw: dict = {"input_ids": ids}
-        if self.attention_mask or self.flip_inputs:  # the same keys whether flipped or not
-            kw["attention_mask"] = torch.ones(batch, seq, dtype=torch.long)
-        if flip and self.flip_inputs == "pad":
-            ids[0, -2:] = self.pad_token_id
-            kw["attention_mask"][0, -2:] = 0
+        if self.inputs_kind == "image":
+            size = self.kwargs["image_size"]
+            kw: dict = {"pixel_values": torch.randn(batch, 3, size, size, generator=g)}
+        elif self.inputs_kind == "audio":
+            frames = 2 * self.kwargs["max_source_positions"]  # the length Whisper's encoder insists on
+            kw = {"input_features": torch.randn(batch, self.kwargs["num_mel_bins"], frames, generator=g)}
+        else:
+            ids = torch.randint(3, 100, (batch, seq), generator=g)
+            kw = {"input_ids": ids}
+            if self.attention_mask or self.flip_inputs:  # the same keys whether flipped or not
+                kw["attention_mask"] = torch.ones(batch, seq, dtype=torch.long)
+            if pad or (flip and self.flip_inputs == "pad"):
+                ids[0, -2:] = self.pad_token_id
+                kw["attention_mask"][0, -2:] = 0
         if self.encoder_decoder:
             kw["decoder_input_ids"] = torch.randint(3, 100, (batch, max(seq - 2, 2)), generator=g)
             kw["use_cache"] = False
         return kw
+
+    def dynamic_shapes(self, kwargs: dict) -> dict:
+        """Dynamic batch for every tensor, dynamic length for token tensors (not pixels or mel frames)."""
+        dyn, fixed_size = torch.export.Dim.DYNAMIC, ("pixel_values", "input_features")
+        return {
+            k: ({0: dyn} if k in fixed_size else {0: dyn, 1: dyn}) if isinstance(v, torch.Tensor) else None
+            for k, v in kwargs.items()
+        }
 
     def flip_model(self, model: torch.nn.Module) -> bool:
         """Change weights so the data-dependent branch takes its other side; False if none."""
@@ -149,4 +189,58 @@ MODELS: dict[str, Tiny] = {
     "PegasusModel": Tiny("PegasusConfig", _BART),
     "M2M100Model": Tiny("M2M100Config", _BART),
     "T5Model": Tiny("T5Config", _T5),
+    # models that export without unbranch (issue 7: torch_export_rewrite must change nothing)
+    "LlamaModel": Tiny("LlamaConfig", _DECODER, encoder_decoder=False, attention_mask=True),
+    "MistralModel": Tiny("MistralConfig", _DECODER, encoder_decoder=False, attention_mask=True),
+    "Qwen2Model": Tiny("Qwen2Config", _DECODER, encoder_decoder=False, attention_mask=True),
+    "GPTNeoXModel": Tiny(
+        "GPTNeoXConfig",
+        dict(_DECODER, num_key_value_heads=2),
+        encoder_decoder=False,
+        attention_mask=True,
+    ),
+    "GPT2Model": Tiny(
+        "GPT2Config",
+        dict(
+            n_embd=16, n_inner=32, n_layer=1, n_head=2, vocab_size=100, n_positions=64, bos_token_id=1, eos_token_id=2
+        ),
+        encoder_decoder=False,
+        attention_mask=True,
+    ),
+    "BertModel": Tiny("BertConfig", _ENCODER, encoder_decoder=False, attention_mask=True, pad_token_id=0),
+    "RobertaModel": Tiny("RobertaConfig", _ENCODER, encoder_decoder=False, attention_mask=True),
+    "DistilBertModel": Tiny(
+        "DistilBertConfig",
+        dict(dim=16, hidden_dim=32, n_layers=1, n_heads=2, vocab_size=100, max_position_embeddings=64),
+        encoder_decoder=False,
+        attention_mask=True,
+        pad_token_id=0,
+    ),
+    "ViTModel": Tiny(
+        "ViTConfig",
+        dict(
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        ),
+        encoder_decoder=False,
+        inputs_kind="image",
+    ),
+    "WhisperModel": Tiny(
+        "WhisperConfig",
+        dict(
+            _BART,
+            num_mel_bins=8,
+            max_source_positions=16,
+            max_target_positions=32,
+            pad_token_id=1,
+            bos_token_id=2,
+            eos_token_id=2,
+            decoder_start_token_id=2,
+        ),
+        inputs_kind="audio",
+    ),
 }
