@@ -393,3 +393,20 @@ def test_super_in_branch(strict):
     assert count_conds(ep) == 1
     for x in (pos(5, 3), neg(2, 3)):
         torch.testing.assert_close(ep.module()(x), m(x))
+
+
+class Asserted(torch.nn.Module):
+    def forward(self, x):
+        assert (x > 0).all() and x.shape[0] > 1, "positive input with two rows needed"
+        return x.log()
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_assert_becomes_runtime_check(strict):
+    m = Asserted()
+    with unbranch.torch_export_rewrite(rewrite=[Asserted.forward]):
+        with pytest.raises(AssertionError, match="positive input"):
+            m(neg(3, 2))
+    ep = check_export(m, (pos(3, 4),), [(pos(4, 3),), (pos(7, 2),)], strict, conds=0)
+    with pytest.raises(RuntimeError, match="positive input"):
+        ep.module()(neg(4, 3))

@@ -124,7 +124,7 @@ def forward(
                 return to_drop
             def branch_cond_else_2(to_drop):
                 return to_drop
-            to_drop = _ub.if_stmt(dropout_probability < self.layerdrop, branch_cond_then_2, branch_cond_else_2, (to_drop,))  # skip the layer
+            to_drop = _ub.if_stmt(dropout_probability < self.layerdrop, branch_cond_then_2, branch_cond_else_2, (to_drop,), tensor_outputs=False)  # skip the layer
 
         if to_drop:
             layer_outputs = (None, None, None)

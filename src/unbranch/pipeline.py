@@ -65,7 +65,7 @@ class Compiled:
     anchors: dict = field(default_factory=dict)  # generated name -> original line (source map)
 
 
-_NOTHING_TO_DO = re.compile(r"\b(if|for|while)\b")
+_NOTHING_TO_DO = re.compile(r"\b(if|for|while|assert)\b")
 
 
 def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compiled:

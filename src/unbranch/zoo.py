@@ -44,6 +44,7 @@ _DECODER = dict(  # Llama-like decoder-only models
     max_position_embeddings=64,
     bos_token_id=1,
     eos_token_id=2,
+    use_cache=False,  # a DynamicCache in the output is no pytree: export rejects it
 )
 _ENCODER = dict(  # BERT-like encoders
     hidden_size=16,
@@ -189,6 +190,12 @@ MODELS: dict[str, Tiny] = {
     "PegasusModel": Tiny("PegasusConfig", _BART),
     "M2M100Model": Tiny("M2M100Config", _BART),
     "T5Model": Tiny("T5Config", _T5),
+    "BigBirdPegasusModel": Tiny(
+        "BigBirdPegasusConfig",
+        dict(_BART, attention_type="original_full", pad_token_id=0, bos_token_id=2, eos_token_id=1),
+        pad_token_id=0,
+        flip_weights=_OVERFLOW_LAYER_NORM,
+    ),
     # models that export without unbranch (issue 7: torch_export_rewrite must change nothing)
     "LlamaModel": Tiny("LlamaConfig", _DECODER, encoder_decoder=False, attention_mask=True),
     "MistralModel": Tiny("MistralConfig", _DECODER, encoder_decoder=False, attention_mask=True),
@@ -202,7 +209,15 @@ MODELS: dict[str, Tiny] = {
     "GPT2Model": Tiny(
         "GPT2Config",
         dict(
-            n_embd=16, n_inner=32, n_layer=1, n_head=2, vocab_size=100, n_positions=64, bos_token_id=1, eos_token_id=2
+            n_embd=16,
+            n_inner=32,
+            n_layer=1,
+            n_head=2,
+            vocab_size=100,
+            n_positions=64,
+            bos_token_id=1,
+            eos_token_id=2,
+            use_cache=False,
         ),
         encoder_decoder=False,
         attention_mask=True,
@@ -232,7 +247,7 @@ MODELS: dict[str, Tiny] = {
     "WhisperModel": Tiny(
         "WhisperConfig",
         dict(
-            _BART,
+            {k: v for k, v in _BART.items() if k != "max_position_embeddings"},
             num_mel_bins=8,
             max_source_positions=16,
             max_target_positions=32,

@@ -32,7 +32,7 @@ _STATIC_ATTRS = {
     "is_meta",
     "type",
 }
-_SHAPE_METHODS = {"size", "numel", "dim", "nelement"}
+_SHAPE_METHODS = {"size", "numel", "nelement"}
 _TENSOR_METHODS = {
     "any",
     "all",
@@ -266,7 +266,17 @@ class Classifier:
         if not isinstance(func, cst.Attribute):
             return UNKNOWN
         name = func.attr.value  # a method, also on a call's result: torch.isfinite(x).all()
-        if name.startswith("is_") or name in ("startswith", "endswith", "get", "keys", "items"):
+        if name.startswith("is_") or name in (
+            "startswith",
+            "endswith",
+            "get",
+            "keys",
+            "items",
+            "dim",
+            "ndimension",
+            "element_size",
+            "get_device",
+        ):
             return STATIC
         if dotted and dotted[0] == "torch":
             static = name in _STATIC_TORCH or (len(dotted) > 2 and dotted[1] in _STATIC_MODULES)

@@ -1,17 +1,21 @@
-"""``if cond: raise E(msg)`` -> ``_ub.raise_if(cond, lambda: E(msg))``.
+"""``if cond: raise E(msg)`` -> ``_ub.raise_if(cond, lambda: E(msg))``; ``assert`` likewise.
 
     if (x < 0).any():                         _ub.raise_if((x < 0).any(), lambda: ValueError("negative"))
         raise ValueError("negative")   ->
 
 Eager runs raise exactly ``E(msg)``; under export the check becomes a runtime assertion in
 the graph instead of a data-dependent branch. An ``else`` part follows the check unchanged.
+``assert cond, msg`` on a condition that may be a tensor becomes
+``_ub.raise_if(_ub.not_(cond), lambda: AssertionError(msg))``.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from ..analysis.classify import STATIC, TENSOR
 from ..analysis.liveness import orelse_body
+from ..context import Note
 from ..normalise.boolean_ops import runtime_predicate
 from ._util import Rewrite, Unchanged
 
@@ -45,11 +49,24 @@ EXAMPLES = [
             return y
         """,
     ),
+    Rewrite(
+        """
+        def forward(self, x):
+            assert (x >= 0).all(), "x must be non-negative"
+            return x.sqrt()
+        """,
+        """
+        def forward(self, x):
+            _ub.raise_if(_ub.not_((x >= 0).all()), lambda: AssertionError("x must be non-negative"))
+            return x.sqrt()
+        """,
+    ),
     Unchanged(
         """
         def forward(self, x, mask=None):
             if mask is None:
                 raise ValueError("mask is required")
+            assert x.dim() == 2
             return x * mask
         """
     ),
@@ -83,6 +100,15 @@ class RaiseToCheck(cst.CSTTransformer):
         if rest and isinstance(updated.orelse, cst.If):
             rest = [rest[0].with_changes(leading_lines=[])]
         return cst.FlattenSentinel([check, *rest])
+
+    def leave_Assert(self, original, updated):
+        if self.ctx.classifier.kind(original.test) == STATIC:
+            return updated
+        failed = runtime_predicate(cst.UnaryOperation(cst.Not(), updated.test), self.ctx)
+        message = [cst.Arg(updated.msg)] if updated.msg is not None else []
+        exc = cst.Call(cst.Name("AssertionError"), message)
+        self.ctx.notes.append(Note(self.ctx.line_of(original), "check", "assert -> _ub.raise_if", TENSOR))
+        return cst.Expr(self.ctx.runtime_call("raise_if", failed, cst.Lambda(cst.Parameters(), exc)))
 
 
 def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:

@@ -90,11 +90,7 @@ def _restore_kind(out):
 def _bool_tensor(v):
     if isinstance(v, torch.Tensor):
         return v if v.dtype == torch.bool else v != 0
-    return (
-        torch.tensor(bool(v))
-        if not isinstance(v, torch.SymBool)
-        else torch.sym_ite(v, torch.tensor(True), torch.tensor(False))
-    )
+    return torch.full((), v, dtype=torch.bool)  # a SymBool (or bool) joining a tensor condition
 
 
 def and_(left, right_fn):
