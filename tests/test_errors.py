@@ -142,3 +142,28 @@ def test_no_source_is_refused():
     exec("def made(x):\n    if x.sum() > 0:\n        x = x + 1\n    return x\n", scope)
     with pytest.raises(UnbranchError, match="no source available"):
         unbranch.transform_method(scope["made"])
+
+
+class NoSourceInside(torch.nn.Module):
+    """A model whose layer's forward has no retrievable source (made with exec)."""
+
+    def __init__(self):
+        super().__init__()
+        scope = {"torch": torch}
+        exec("def forward(self, x):\n    if x.sum() > 0:\n        x = x + 1\n    return x\n", scope)
+        self.inner = type("Made", (torch.nn.Module,), {"forward": scope["forward"]})()
+        self.gate = Good()
+
+    def forward(self, x):
+        return self.inner(self.gate(x))
+
+
+def test_model_rewrite_is_best_effort():
+    m = NoSourceInside()
+    with unbranch.torch_export_rewrite(m) as report:
+        assert [rm.qualname for rm in report] == ["Good.forward"]
+    # the exec'd forward is not even a candidate (no source to scan): nothing to skip, nothing raised
+    assert report.skipped == []
+    with pytest.raises(UnbranchError, match="no source available"):
+        with unbranch.torch_export_rewrite(rewrite=[type(m.inner).forward]):
+            pass

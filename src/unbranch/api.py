@@ -121,6 +121,7 @@ class Report:
     """What a torch_export_rewrite context rewrote."""
 
     rewritten: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # (qualname, reason) a model needed but could not get
 
     def __iter__(self):
         return iter(self.rewritten)
@@ -151,6 +152,7 @@ class Report:
         for rm in self.rewritten:
             conds = sum(n.kind == "cond" for n in rm.notes)
             lines.append(f"  {rm.qualname} ({rm.source.path}:{rm.source.line}): {conds} if(s) dispatched")
+        lines += [f"  skipped {name}: {why}" for name, why in self.skipped]
         return "\n".join(lines)
 
 
@@ -212,18 +214,25 @@ def torch_export_rewrite(
     """
     from .discovery import discover
 
-    targets = _targets(rewrite)
+    # what the user names must rewrite or fail; what a model needs is best effort: a function
+    # unbranch cannot rewrite is left as it is (and listed in report.skipped), never an error
+    targets = [(t, {"strict": strict, **h}, True) for t, h in _targets(rewrite)]
     if model is not None:
-        targets += discover(model)
+        targets += [(t, {"strict": False, **h}, False) for t, h in discover(model)]
     report = Report()
     seen = set()
-    for target, hooks in targets:
-        fn = innermost_function(target)
-        if fn in seen:
+    for target, hooks, required in targets:
+        try:
+            fn = innermost_function(target)
+            if fn in seen:
+                continue
+            seen.add(fn)
+            rm = _rewrite(fn, Options(is_method=_is_method(fn), **hooks))
+        except UnbranchError as e:
+            if required:
+                raise
+            report.skipped.append((getattr(target, "__qualname__", repr(target)), str(e)))
             continue
-        seen.add(fn)
-        opts = Options(strict=strict, is_method=_is_method(fn), **hooks)
-        rm = _rewrite(fn, opts)
         if rm.changed:
             report.rewritten.append(rm)
     swapped = []

@@ -51,7 +51,11 @@ def _module_functions(module_name: str):
 
 
 def discover(model: torch.nn.Module) -> list:
-    """(callable, hooks) pairs for every function of ``model`` that needs rewriting."""
+    """(callable, hooks) pairs for every function of ``model`` that needs rewriting.
+
+    The scan compiles candidates with ``strict=False``, as torch_export_rewrite does for
+    them, so entering the context reuses that work from the cache.
+    """
     found: dict = {}
     classes, modules = set(), set()
     for sub in model.modules():
