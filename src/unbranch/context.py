@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .analysis.classify import SHAPE, STATIC, TENSOR, Classifier
+from .analysis.classify import STATIC, Classifier
 from .errors import UnbranchError
 from .source import SourceInfo
 
@@ -73,14 +73,7 @@ class Context:
         """A ``while`` on a non-Python test, or a ``for`` over a tensor or a symbolic ``range``."""
         if isinstance(node, cst.While):
             return self.classifier.kind(node.test) != STATIC
-        it = node.iter
-        if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range":
-            if len(it.args) != 1:
-                return False
-            it = it.args[0].value
-        elif isinstance(it, cst.Name) and it.value in self.classifier.params:
-            return True  # `for row in x` over an argument: usually a tensor; the runtime checks
-        return self.classifier.kind(it) in (SHAPE, TENSOR)
+        return self.classifier.loop_candidate(node.iter)
 
     def line_of(self, node) -> int:
         """Line in the original file of ``node``, found by its text (passes rebuild nodes).

@@ -6,6 +6,7 @@ liveness, classification) is recomputed by the passes that need it, on the tree 
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
@@ -18,15 +19,16 @@ from .normalise import augmented_assign, early_return, elif_chain, leading_break
 from .rules import for_to_scan, if_to_cond, raise_to_check, while_to_loop
 from .source import SourceInfo
 
+# (pass, what it rewrites): a pass runs only when the function holds such a candidate
 PASSES = [
-    raise_to_check.apply,  # first: `if c: raise` must not count as an early return
-    elif_chain.apply,  # dispatched elifs become `else: if`, so each if is a replaceable statement
-    early_return.apply,  # the code after a one-sided return moves into the other branch
-    leading_break.apply,  # `while c: if stop: break` -> `while c and not stop` (before ifs see the break)
-    augmented_assign.apply,  # x += y -> x = x + y in dispatched branches (no input mutation)
-    if_to_cond.apply,  # liveness on the final shape of the code, then branch functions
-    for_to_scan.apply,  # after the ifs: a converted if inside a loop is plain statements by now
-    while_to_loop.apply,
+    (raise_to_check.apply, {"if", "assert"}),  # first: `if c: raise` must not count as an early return
+    (elif_chain.apply, {"if"}),  # dispatched elifs become `else: if`, so each if is a replaceable statement
+    (early_return.apply, {"if"}),  # the code after a one-sided return moves into the other branch
+    (leading_break.apply, {"loop"}),  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
+    (augmented_assign.apply, {"if", "loop"}),  # x += y -> x = x + y in dispatched bodies (no input mutation)
+    (if_to_cond.apply, {"if"}),  # liveness on the final shape of the code, then branch functions
+    (for_to_scan.apply, {"loop"}),  # after the ifs: a converted if inside a loop is plain statements by now
+    (while_to_loop.apply, {"loop"}),
 ]
 
 
@@ -73,18 +75,23 @@ def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compi
     if not hooked and not _NOTHING_TO_DO.search(info.text):
         return Compiled(info.text, False, [], "_ub")  # no parse needed for a function without ifs
     try:
-        module = cst.parse_module(info.text)
-    except cst.ParserSyntaxError as e:
+        tree = ast.parse(info.text)
+    except SyntaxError as e:
         raise UnbranchError(
-            f"cannot parse the source: {e.message}", info.path, info.line + e.raw_line - 1, "syntax"
+            f"cannot parse the source: {e.msg}", info.path, info.line + (e.lineno or 1) - 1, "syntax"
         ) from None
-    fn = module.body[0] if module.body else None
-    if not isinstance(fn, cst.FunctionDef):
-        raise UnbranchError("the source is not a function definition", info.path, info.line, "def")
-    if fn.asynchronous is not None:
+    fn_ast = tree.body[0] if tree.body else None
+    if isinstance(fn_ast, ast.AsyncFunctionDef):
         raise UnbranchError("async functions cannot be rewritten", info.path, info.line, "async def")
+    if not isinstance(fn_ast, ast.FunctionDef):
+        raise UnbranchError("the source is not a function definition", info.path, info.line, "def")
+    classifier = Classifier.for_function(fn_ast, is_method=options.is_method)
+    wanted = classifier.candidates(fn_ast)
+    if not hooked and not wanted:
+        return Compiled(info.text, False, [], "_ub")  # nothing to rewrite: libcst never runs
+    module = cst.parse_module(info.text)
+    fn = module.body[0]
     namer = Namer(taken_names(info.text, global_names))
-    classifier = Classifier.for_function(fn, is_method=options.is_method)
     runtime = namer.new("_ub")
     ctx = Context(
         source=info,
@@ -100,8 +107,9 @@ def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compi
     new = fn
     if options.pre_rewriter is not None:
         new = _hook(options.pre_rewriter, new, info, "pre_rewriter")
-    for apply in PASSES:
-        new = apply(new, ctx)
+    for apply, rewrites in PASSES:
+        if hooked or wanted & rewrites:
+            new = apply(new, ctx)
     if options.post_rewriter is not None:
         new = _hook(options.post_rewriter, new, info, "post_rewriter")
     if not ctx.notes and (not hooked or new.deep_equals(fn)):

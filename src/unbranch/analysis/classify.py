@@ -6,14 +6,16 @@ TENSOR  built from tensor data (``.any()``, ``.item()``, ``torch.*`` calls).
 UNKNOWN anything else (a bare flag, a name): decided at run time by the runtime helper.
 
 Only the readability of the output and discovery depend on this guess; correctness does
-not, because every non-STATIC condition is dispatched at run time.
+not, because every non-STATIC condition is dispatched at run time. It works on Python's
+``ast`` (libcst expressions are converted through their text, memoised): cheap enough to
+screen every function before the libcst pipeline runs at all.
 """
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
-from .names import param_names, target_names
+import libcst as cst
 
 STATIC, SHAPE, TENSOR, UNKNOWN = "static", "shape", "tensor", "unknown"
 _RANK = {STATIC: 0, UNKNOWN: 1, SHAPE: 2, TENSOR: 3}
@@ -32,6 +34,7 @@ _STATIC_ATTRS = {
     "is_meta",
     "type",
 }
+_STATIC_METHODS = {"startswith", "endswith", "get", "keys", "items", "dim", "ndimension", "element_size", "get_device"}
 _SHAPE_METHODS = {"size", "numel", "nelement"}
 _TENSOR_METHODS = {
     "any",
@@ -100,6 +103,26 @@ _STATIC_TORCH = {
     "result_type",
     "can_cast",
 }
+_DTYPES = {
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "half",
+    "float",
+    "double",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "long",
+    "bool",
+    "uint8",
+    "complex64",
+    "complex128",
+    "float8_e4m3fn",
+    "float8_e5m2",
+}
 _STATIC_ANNOTATIONS = {
     "bool",
     "int",
@@ -124,64 +147,105 @@ def combine(*kinds: str) -> str:
 
 def _dotted(node) -> list[str]:
     parts = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
         node = node.value
-    if isinstance(node, cst.Name):
-        parts.append(node.value)
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
         return parts[::-1]
     return []
+
+
+def _is_none(e) -> bool:
+    return isinstance(e, ast.Constant) and e.value is None
+
+
+def _is_dtype_like(e) -> bool:
+    if isinstance(e, ast.Call):
+        return _is_dtype_like(e.func)  # torch.device("cpu"), torch.dtype(...)
+    dotted = _dotted(e)
+    if not dotted:
+        return False
+    if dotted[-1] in ("dtype", "device", "type", "layout"):
+        return True
+    return dotted[0] == "torch" and len(dotted) == 2 and dotted[1] in _DTYPES
+
+
+def _static_annotation(a) -> bool:
+    """``bool``, ``Optional[int]``, ``bool | None``... (a tensor annotation is not static)."""
+    if isinstance(a, ast.Name):
+        return a.id in _STATIC_ANNOTATIONS
+    if isinstance(a, ast.Constant):
+        if a.value is None:
+            return True
+        if isinstance(a.value, str):
+            try:
+                return _static_annotation(ast.parse(a.value, mode="eval").body)
+            except SyntaxError:
+                return False
+        return False
+    if isinstance(a, ast.Subscript):
+        inner = a.slice.elts if isinstance(a.slice, ast.Tuple) else [a.slice]
+        return _static_annotation(a.value) and all(_static_annotation(x) for x in inner)
+    if isinstance(a, ast.BinOp) and isinstance(a.op, ast.BitOr):
+        return _static_annotation(a.left) and _static_annotation(a.right)
+    return False
+
+
+def _own_nodes(fn: ast.FunctionDef):
+    """Every node of ``fn``'s body, not looking into nested functions, lambdas or classes."""
+    stack = list(reversed(fn.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 class Classifier:
     """Classifies expressions of one function, using what it knows of the function's names."""
 
-    def __init__(self, self_name: str | None = None, static_names=(), tensor_names=(), shape_names=()):
+    def __init__(self, self_name: str | None = None):
         self.self_name = self_name
-        self.static_names = set(static_names)
-        self.tensor_names = set(tensor_names)
-        self.shape_names = set(shape_names)
+        self.static_names: set[str] = set()
+        self.tensor_names: set[str] = set()
+        self.shape_names: set[str] = set()
         self.params: set[str] = set()
+        self._memo: dict[str, str] = {}
 
     @classmethod
-    def for_function(cls, fn: cst.FunctionDef, is_method: bool = True) -> Classifier:
-        params = param_names(fn)
-        self_name = params[0] if params and is_method else None
-        c = cls(self_name)
-        c.params = set(params) - {self_name}
-        for p in [*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params]:
-            if p.annotation is not None and _static_annotation(p.annotation.annotation):
-                c.static_names.add(p.name.value)
-            elif p.annotation is not None and _dotted(p.annotation.annotation)[-1:] == ["Tensor"]:
-                c.tensor_names.add(p.name.value)
-            elif (
-                p.default is not None
-                and isinstance(p.default, (cst.Name, cst.Integer, cst.SimpleString))
-                and (not isinstance(p.default, cst.Name) or p.default.value in ("True", "False"))
-            ):
-                c.static_names.add(p.name.value)
+    def for_function(cls, fn: ast.FunctionDef, is_method: bool = True) -> Classifier:
+        a = fn.args
+        params = [p for p in (*a.posonlyargs, *a.args, a.vararg, *a.kwonlyargs, a.kwarg) if p is not None]
+        c = cls(params[0].arg if params and is_method else None)
+        c.params = {p.arg for p in params} - {c.self_name}
+        defaults = dict(zip([p.arg for p in (*a.posonlyargs, *a.args)][::-1], a.defaults[::-1]))
+        defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+        for p in params:
+            if p.annotation is not None and _static_annotation(p.annotation):
+                c.static_names.add(p.arg)
+            elif p.annotation is not None and _dotted(p.annotation)[-1:] == ["Tensor"]:
+                c.tensor_names.add(p.arg)
+            elif isinstance(defaults.get(p.arg), ast.Constant) and defaults[p.arg].value is not None:
+                c.static_names.add(p.arg)  # a literal default: a flag, a size, a mode string
         c._infer_assigned(fn)
         return c
 
-    def _infer_assigned(self, fn: cst.FunctionDef) -> None:
-        """Names whose every assignment is TENSOR (resp. STATIC) take that kind."""
+    def _infer_assigned(self, fn: ast.FunctionDef) -> None:
+        """Names whose every assignment is TENSOR (resp. SHAPE, STATIC) take that kind."""
         kinds: dict[str, list[str]] = {}
-        classifier = self
-
-        class V(cst.CSTVisitor):
-            def visit_Assign(self, node):
-                k = classifier.kind(node.value)
+        for node in _own_nodes(fn):
+            if isinstance(node, ast.Assign):
+                k = self.kind(node.value)
                 for t in node.targets:
-                    if isinstance(t.target, cst.Name):
-                        kinds.setdefault(t.target.value, []).append(k)
-                    else:
-                        for n in target_names(t.target):
-                            kinds.setdefault(n, []).append(UNKNOWN)
-
-            def visit_FunctionDef(self, node):
-                return node is fn
-
-        fn.visit(V())
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            kinds.setdefault(n.id, []).append(k if t is n else UNKNOWN)
+            elif isinstance(node, (ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+                target = node.items[0].optional_vars if isinstance(node, ast.With) else node.target
+                for n in ast.walk(target) if target is not None else ():
+                    if isinstance(n, ast.Name):
+                        kinds.setdefault(n.id, []).append(UNKNOWN)
         for name, ks in kinds.items():
             if name in self.static_names:
                 if any(k != STATIC for k in ks):
@@ -194,90 +258,79 @@ class Classifier:
                 self.static_names.add(name)
 
     def kind(self, e) -> str:
-        if isinstance(
-            e, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Ellipsis)
-        ):
+        """Kind of an ``ast`` expression, or of a libcst one (through its text)."""
+        if isinstance(e, cst.CSTNode):
+            text = cst.Module([]).code_for_node(e)
+            if text not in self._memo:
+                self._memo[text] = self.kind(ast.parse(f"(\n{text}\n)", mode="eval").body)
+            return self._memo[text]
+        if isinstance(e, ast.Constant):
             return STATIC
-        if isinstance(e, cst.Name):
-            if e.value in ("True", "False", "None") or e.value in self.static_names:
+        if isinstance(e, ast.Name):
+            if e.id in self.static_names:
                 return STATIC
-            if e.value in self.shape_names:
+            if e.id in self.shape_names:
                 return SHAPE
-            return TENSOR if e.value in self.tensor_names else UNKNOWN
-        if isinstance(e, cst.UnaryOperation):
-            return self.kind(e.expression)
-        if isinstance(e, cst.BooleanOperation):
+            return TENSOR if e.id in self.tensor_names else UNKNOWN
+        if isinstance(e, ast.UnaryOp):
+            return self.kind(e.operand)
+        if isinstance(e, ast.BoolOp):
+            return combine(*(self.kind(v) for v in e.values))
+        if isinstance(e, ast.BinOp):
             return combine(self.kind(e.left), self.kind(e.right))
-        if isinstance(e, cst.BinaryOperation):
-            return combine(self.kind(e.left), self.kind(e.right))
-        if isinstance(e, cst.Comparison):
+        if isinstance(e, ast.Compare):
             return self._comparison(e)
-        if isinstance(e, cst.Attribute):
+        if isinstance(e, ast.Attribute):
             return self._attribute(e)
-        if isinstance(e, cst.Subscript):
+        if isinstance(e, ast.Subscript):
             return self.kind(e.value)
-        if isinstance(e, cst.Call):
+        if isinstance(e, ast.Call):
             return self._call(e)
-        if isinstance(e, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
+        if isinstance(e, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.JoinedStr)):
             return STATIC  # a display's truthiness is its length
-        if isinstance(e, cst.IfExp):
+        if isinstance(e, ast.IfExp):
             return combine(self.kind(e.body), self.kind(e.orelse), self.kind(e.test))
         return UNKNOWN
 
-    def _comparison(self, e: cst.Comparison) -> str:
-        ops = [c.operator for c in e.comparisons]
-        if all(isinstance(op, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for op in ops):
+    def _comparison(self, e: ast.Compare) -> str:
+        if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in e.ops):
             return STATIC
-        operands = [e.left, *(c.comparator for c in e.comparisons)]
-        kinds = [self.kind(o) for o in operands]
-        if any(isinstance(o, (cst.SimpleString, cst.ConcatenatedString)) or _is_none(o) for o in operands):
+        operands = [e.left, *e.comparators]
+        if any(_is_none(o) or (isinstance(o, ast.Constant) and isinstance(o.value, str)) for o in operands):
             return STATIC
         if any(_is_dtype_like(o) for o in operands):
             return STATIC
-        return combine(*kinds)
+        return combine(*(self.kind(o) for o in operands))
 
-    def _attribute(self, e: cst.Attribute) -> str:
-        name = e.attr.value
-        if name in _STATIC_ATTRS:
+    def _attribute(self, e: ast.Attribute) -> str:
+        if e.attr in _STATIC_ATTRS:
             return STATIC
-        if name == "shape":
+        if e.attr == "shape":
             return SHAPE
         dotted = _dotted(e)
-        if dotted and dotted[0] == self.self_name and (len(dotted) == 2 or "config" in dotted):
+        if dotted and ("config" in dotted or dotted[0] == "torch"):
+            return STATIC  # self.config.x, torch.float16, torch.jit...
+        if dotted and dotted[0] == self.self_name and len(dotted) == 2:
             return STATIC
-        if dotted and "config" in dotted:
-            return STATIC
-        if dotted and dotted[0] == "torch":
-            return STATIC  # torch.float16, torch.jit...
-        return self.kind(e.value) if self.kind(e.value) == TENSOR else UNKNOWN
+        return TENSOR if self.kind(e.value) == TENSOR else UNKNOWN
 
-    def _call(self, e: cst.Call) -> str:
+    def _call(self, e: ast.Call) -> str:
         func = e.func
-        dotted = _dotted(func)
-        if isinstance(func, cst.Name):
-            name = func.value
+        if isinstance(func, ast.Name):
+            name = func.id
             if name in _STATIC_CALLS or name.startswith("is_"):
                 return STATIC
             if name == "len":
-                return SHAPE if e.args and self.kind(e.args[0].value) in (TENSOR, UNKNOWN) else STATIC
+                return SHAPE if e.args and self.kind(e.args[0]) in (TENSOR, UNKNOWN) else STATIC
             if name in ("bool", "int", "float", "abs", "max", "min", "any", "all"):
-                return combine(*(self.kind(a.value) for a in e.args)) if e.args else STATIC
+                return combine(*(self.kind(a) for a in e.args)) if e.args else STATIC
             return UNKNOWN
-        if not isinstance(func, cst.Attribute):
+        if not isinstance(func, ast.Attribute):
             return UNKNOWN
-        name = func.attr.value  # a method, also on a call's result: torch.isfinite(x).all()
-        if name.startswith("is_") or name in (
-            "startswith",
-            "endswith",
-            "get",
-            "keys",
-            "items",
-            "dim",
-            "ndimension",
-            "element_size",
-            "get_device",
-        ):
+        name = func.attr  # a method, also on a call's result: torch.isfinite(x).all()
+        if name.startswith("is_") or name in _STATIC_METHODS:
             return STATIC
+        dotted = _dotted(func)
         if dotted and dotted[0] == "torch":
             static = name in _STATIC_TORCH or (len(dotted) > 2 and dotted[1] in _STATIC_MODULES)
             return STATIC if static else TENSOR
@@ -287,59 +340,24 @@ class Classifier:
             return TENSOR
         return UNKNOWN
 
+    def loop_candidate(self, iterable) -> bool:
+        """A ``for`` over a tensor or a symbolic ``range(n)`` (``ast`` or libcst iterable)."""
+        if isinstance(iterable, cst.CSTNode):
+            iterable = ast.parse(f"(\n{cst.Module([]).code_for_node(iterable)}\n)", mode="eval").body
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range":
+            if len(iterable.args) != 1 or iterable.keywords:
+                return False
+            iterable = iterable.args[0]
+        elif isinstance(iterable, ast.Name) and iterable.id in self.params:
+            return True  # `for row in x` over an argument: usually a tensor; the runtime checks
+        return self.kind(iterable) in (SHAPE, TENSOR)
 
-def _is_none(e) -> bool:
-    return isinstance(e, cst.Name) and e.value == "None"
-
-
-def _is_dtype_like(e) -> bool:
-    dotted = _dotted(e)
-    if not dotted:
-        return False
-    if dotted[-1] in ("dtype", "device", "type", "layout"):
-        return True
-    if isinstance(e, cst.Call):
-        return _is_dtype_like(e.func)  # torch.device("cpu"), torch.dtype(...)
-    return (
-        dotted[0] == "torch"
-        and len(dotted) == 2
-        and dotted[1]
-        in (
-            "float16",
-            "bfloat16",
-            "float32",
-            "float64",
-            "half",
-            "float",
-            "double",
-            "int8",
-            "int16",
-            "int32",
-            "int64",
-            "long",
-            "bool",
-            "uint8",
-            "complex64",
-            "complex128",
-            "float8_e4m3fn",
-            "float8_e5m2",
-        )
-    )
-
-
-def _static_annotation(a) -> bool:
-    """``bool``, ``Optional[int]``, ``bool | None``... (a tensor annotation is not static)."""
-    if isinstance(a, cst.Name):
-        return a.value in _STATIC_ANNOTATIONS
-    if isinstance(a, cst.Subscript):
-        return _static_annotation(a.value) and all(
-            isinstance(el.slice, cst.Index) and _static_annotation(el.slice.value) for el in a.slice
-        )
-    if isinstance(a, cst.BinaryOperation) and isinstance(a.operator, cst.BitOr):
-        return _static_annotation(a.left) and _static_annotation(a.right)
-    if isinstance(a, cst.SimpleString):
-        try:
-            return _static_annotation(cst.parse_expression(a.evaluated_value))
-        except cst.ParserSyntaxError:
-            return False
-    return False
+    def candidates(self, fn: ast.FunctionDef) -> set[str]:
+        """What in ``fn`` a rule may rewrite: {"if", "assert", "loop"} (a cheap screen; rules decide)."""
+        found = set()
+        for node in _own_nodes(fn):
+            if isinstance(node, (ast.If, ast.While, ast.Assert)) and self.kind(node.test) != STATIC:
+                found.add({ast.If: "if", ast.While: "loop", ast.Assert: "assert"}[type(node)])
+            elif isinstance(node, ast.For) and self.loop_candidate(node.iter):
+                found.add("loop")
+        return found

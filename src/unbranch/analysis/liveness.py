@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .names import (
+    block_declared,
     block_reads,
     block_writes,
     def_free_reads,
@@ -51,7 +52,7 @@ def analyse_function(fn: cst.FunctionDef, live_at_end: set[str] = frozenset()) -
     body = list(fn.body.body)
     params = set(param_names(fn))
     facts.locals = params | block_writes(body)
-    facts.declared_nonlocal = _declared(body)
+    facts.declared_nonlocal = block_declared(body)
     _Liveness(facts).block(body, set(live_at_end), set(), set())
     _Defined(facts).block(body, params)
     return facts
@@ -70,25 +71,6 @@ def assigned(stmts):
 def meet(a, b):
     """Names bound on both paths (``ALL`` is the identity)."""
     return b if a is ALL else (a if b is ALL else a & b)
-
-
-def _declared(stmts) -> set[str]:
-    out: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Global(self, node):
-            out.update(n.name.value for n in node.names)
-
-        visit_Nonlocal = visit_Global
-
-        def visit_FunctionDef(self, node):
-            return False
-
-        visit_ClassDef = visit_FunctionDef
-
-    for s in stmts:
-        s.visit(V())
-    return out
 
 
 class _Liveness:

@@ -6,6 +6,8 @@ only local-variable facts are needed to build branch functions.
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
 
@@ -102,9 +104,16 @@ def expr_effects(node: cst.CSTNode | None) -> tuple[set[str], set[str]]:
     """(reads, walrus bindings) of an expression."""
     if node is None:
         return set(), set()
+    reads, writes = _expr_effects(node)
+    return set(reads), set(writes)
+
+
+@functools.lru_cache(maxsize=65536)
+def _expr_effects(node: cst.CSTNode) -> tuple[frozenset, frozenset]:
+    # libcst nodes are immutable and hash by identity: facts about one never go stale
     c = _Collector()
     node.visit(c)
-    return c.reads, c.writes
+    return frozenset(c.reads), frozenset(c.writes)
 
 
 def target_names(target: cst.BaseExpression) -> set[str]:
@@ -194,6 +203,13 @@ class _BlockNames(cst.CSTVisitor):
     def __init__(self) -> None:
         self.reads: set[str] = set()
         self.writes: set[str] = set()
+        self.declared: set[str] = set()  # global/nonlocal names
+
+    def visit_Global(self, node) -> bool:
+        self.declared.update(n.name.value for n in node.names)
+        return False
+
+    visit_Nonlocal = visit_Global
 
     def _small(self, node) -> bool:
         r, w = small_effects(node)
@@ -247,18 +263,36 @@ class _BlockNames(cst.CSTVisitor):
         return True
 
 
-def _block_names(stmts) -> _BlockNames:
+@functools.lru_cache(maxsize=65536)
+def _statement_names(stmt: cst.CSTNode) -> tuple[frozenset, frozenset, frozenset]:
     v = _BlockNames()
-    for s in stmts:
-        s.visit(v)
-    return v
+    stmt.visit(v)
+    return frozenset(v.reads), frozenset(v.writes), frozenset(v.declared)
 
 
 def block_reads(stmts) -> set[str]:
     """Every name a block reads anywhere (not only upward-exposed), nested scopes' free names included."""
-    return _block_names(stmts).reads
+    return set().union(*(_statement_names(s)[0] for s in stmts))
 
 
 def block_writes(stmts) -> set[str]:
     """Every name a block binds, not looking into nested function or class bodies."""
-    return _block_names(stmts).writes
+    return set().union(*(_statement_names(s)[1] for s in stmts))
+
+
+def block_declared(stmts) -> set[str]:
+    """Names a block declares ``global`` or ``nonlocal``."""
+    return set().union(*(_statement_names(s)[2] for s in stmts))
+
+
+@functools.lru_cache(maxsize=65536)
+def names_in_order(stmt: cst.CSTNode) -> tuple[str, ...]:
+    """Every name in a statement, in the order it first appears."""
+    order: dict[str, None] = {}
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, node):
+            order.setdefault(node.value)
+
+    stmt.visit(V())
+    return tuple(order)

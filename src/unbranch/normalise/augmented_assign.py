@@ -36,6 +36,12 @@ class _Rebind(cst.CSTTransformer):
     def visit_FunctionDef(self, node):
         return node is self.fn
 
+    def visit_SimpleStatementLine(self, node):
+        return self.depth > 0 and any(isinstance(s, cst.AugAssign) for s in node.body)
+
+    def visit_AugAssign(self, node):
+        return False
+
     def _dispatched(self, node) -> bool:
         return self.ctx.is_candidate(node) if isinstance(node, cst.If) else self.ctx.is_candidate_loop(node)
 

@@ -19,6 +19,9 @@ class _Split(cst.CSTTransformer):
     def visit_FunctionDef(self, node):
         return node is self.fn
 
+    def visit_SimpleStatementLine(self, node):
+        return False  # statements only: skipping expressions keeps the pass cheap
+
     def leave_If(self, original, updated):
         inner = updated.orelse
         if isinstance(inner, cst.If) and self.ctx.is_candidate(inner):

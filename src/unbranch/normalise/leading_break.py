@@ -25,6 +25,9 @@ class _Fold(cst.CSTTransformer):
     def visit_FunctionDef(self, node):
         return node is self.fn
 
+    def visit_SimpleStatementLine(self, node):
+        return False  # statements only: skipping expressions keeps the pass cheap
+
     def leave_While(self, original, updated):
         body = list(updated.body.body)
         stop = _leading_break(body)

@@ -6,7 +6,7 @@ import libcst as cst
 
 from ..analysis.liveness import live_in
 from ..analysis.names import block_writes, expr_reads
-from ._util import blockers, in_order, mutated_names
+from ._util import blockers, in_order, keyword, mutated_names, tuple_node
 
 
 class _Returns(cst.CSTVisitor):
@@ -49,9 +49,8 @@ def carried(node, body, test, facts, exclude=()):
     return names
 
 
-def tuple_text(names) -> str:
-    return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
-
-
-def call_statement(outputs, call: str) -> cst.BaseStatement:
-    return cst.parse_statement(f"{', '.join(outputs)} = {call}" if outputs else call)
+def runtime_call(ctx, func: str, positional, **keywords) -> cst.Call:
+    """``_ub.func(*positional, key=(names...), ...)``, keywords with no names left out."""
+    args = [cst.Arg(a) for a in positional]
+    args += [keyword(k, tuple_node(v)) for k, v in keywords.items() if v]
+    return cst.Call(cst.Attribute(cst.Name(ctx.runtime), cst.Name(func)), args)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ..analysis.names import names_in_order
+
 
 @dataclass(frozen=True)
 class Rewrite:
@@ -209,30 +211,45 @@ def explicit_super(stmts, self_name: str | None) -> list:
 def in_order(names, stmts) -> list[str]:
     """``names`` sorted by first appearance in ``stmts`` (then alphabetically)."""
     order: dict[str, int] = {}
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, node):
-            order.setdefault(node.value, len(order))
-
     for s in stmts:
-        s.visit(V())
+        for name in names_in_order(s):
+            order.setdefault(name, len(order))
     return sorted(names, key=lambda n: (order.get(n, len(order)), n))
 
 
-def names_expr(names) -> str:
-    """``a`` / ``a, b`` / ``()`` as source text."""
-    return ", ".join(names) if names else "()"
+def names_node(names) -> cst.BaseExpression:
+    """``a`` or ``a, b`` (no parentheses): an assignment target or a returned value."""
+    if len(names) == 1:
+        return cst.Name(names[0])
+    return cst.Tuple([cst.Element(cst.Name(n)) for n in names], lpar=[], rpar=[])
+
+
+def tuple_node(items) -> cst.Tuple:
+    """``(a,)``, ``(a, b)``, ``()`` of names (str) or expressions."""
+    return cst.Tuple([cst.Element(cst.Name(i) if isinstance(i, str) else i) for i in items])
+
+
+def keyword(name: str, value: cst.BaseExpression) -> cst.Arg:
+    """``name=value`` as a call argument."""
+    tight = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+    return cst.Arg(value, keyword=cst.Name(name), equal=tight)
+
+
+def call_statement(outputs, call: cst.Call, returns: bool = False) -> cst.SimpleStatementLine:
+    """``outputs = call``, ``call`` alone, or ``return call``."""
+    if returns:
+        return cst.SimpleStatementLine([cst.Return(call)])
+    if outputs:
+        return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(names_node(outputs))], call)])
+    return cst.SimpleStatementLine([cst.Expr(call)])
 
 
 def branch_def(name: str, params, body, outputs, header=None) -> cst.FunctionDef:
     """``def name(params): body; return outputs`` (no ``return`` when ``outputs`` is empty)."""
     stmts = list(body)
     if outputs:
-        stmts.append(cst.parse_statement(f"return {', '.join(outputs)}"))
+        stmts.append(cst.SimpleStatementLine([cst.Return(names_node(outputs))]))
     if not stmts:
         stmts = [cst.SimpleStatementLine([cst.Pass()])]
-    fn = cst.parse_statement(f"def {name}({', '.join(params)}):\n    pass\n")
-    block = fn.body.with_changes(body=stmts)
-    if header is not None:
-        block = block.with_changes(header=header)
-    return fn.with_changes(body=block)
+    block = cst.IndentedBlock(stmts) if header is None else cst.IndentedBlock(stmts, header=header)
+    return cst.FunctionDef(cst.Name(name), cst.Parameters([cst.Param(cst.Name(p)) for p in params]), block)

@@ -19,8 +19,8 @@ import libcst as cst
 
 from ..analysis.liveness import Facts, analyse_function
 from ..analysis.names import block_writes
-from ._loops import call_statement, carried, loop_blocker, tuple_text
-from ._util import Rewrite, Unchanged, branch_def, explicit_super, in_order
+from ._loops import carried, loop_blocker, runtime_call
+from ._util import Rewrite, Unchanged, branch_def, call_statement, explicit_super, in_order
 
 EXAMPLES = [
     Rewrite(
@@ -159,6 +159,9 @@ class ForToScan(cst.CSTTransformer):
     def visit_FunctionDef(self, node):
         return node is self.fn
 
+    def visit_SimpleStatementLine(self, node):
+        return False  # statements only: skipping expressions keeps the pass cheap
+
     def leave_For(self, original: cst.For, updated: cst.For):
         ctx = self.ctx
         if not ctx.is_candidate_loop(original):
@@ -167,12 +170,12 @@ class ForToScan(cst.CSTTransformer):
         if isinstance(plan, str):
             ctx.note(original, "left", plan)
             return updated
-        params, call, outputs = plan
+        params, helper, length, keywords, outputs = plan
         (name,) = ctx.namer.numbered("loop", ("body",))
         ctx.anchors[name] = ctx.line_of(original)
         body = explicit_super(updated.body.body, ctx.self_name)
         fn = branch_def(name, params, body, outputs).with_changes(leading_lines=updated.leading_lines)
-        stmt = call_statement(outputs, call.replace("__body__", name))
+        stmt = call_statement(outputs, runtime_call(ctx, helper, [length, cst.Name(name)], **keywords))
         ctx.note(original, "scan", f"carry: {', '.join(outputs) or '-'}")
         return cst.FlattenSentinel([fn, stmt])
 
@@ -190,11 +193,9 @@ class ForToScan(cst.CSTTransformer):
         state = carried(node, body, None, self.facts, exclude=(index,))
         if isinstance(state, str):
             return state
-        code = self.ctx.module.code_for_node
         it = node.iter
         if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"):
-            call = f"{self.ctx.runtime}.for_each({code(it)}, __body__, carry={tuple_text(state)})"
-            return [index, *state], call, state
+            return [index, *state], "for_each", it, {"carry": state}, state
         uses = _IndexUses(index, self.ctx)
         for s in body:
             s.visit(uses)
@@ -207,13 +208,8 @@ class ForToScan(cst.CSTTransformer):
         for name in (*reads, *rows):
             if uses.bare.get(name) or name not in defined:
                 return f"'{name}' is used in the loop other than as {name}[{index}]"
-        n = code(it.args[0].value)
-        call = (
-            f"{self.ctx.runtime}.for_range({n}, __body__, reads={tuple_text(reads)}, rows={tuple_text(rows)}, "
-            f"carry={tuple_text(state)})"
-        )
-        call = call.replace(", reads=()", "").replace(", rows=()", "").replace(", carry=()", "")
-        return [index, *reads, *rows, *state], call, state
+        keywords = {"reads": reads, "rows": rows, "carry": state}
+        return [index, *reads, *rows, *state], "for_range", it.args[0].value, keywords, state
 
 
 def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:

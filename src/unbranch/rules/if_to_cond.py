@@ -33,10 +33,12 @@ from ._util import (
     binds_python_values,
     blockers,
     branch_def,
+    call_statement,
     explicit_super,
     in_order,
+    keyword,
     mutated_names,
-    names_expr,
+    tuple_node,
 )
 
 EXAMPLES = [
@@ -107,6 +109,9 @@ class IfToCond(cst.CSTTransformer):
     def visit_FunctionDef(self, node):
         return node is self.fn
 
+    def visit_SimpleStatementLine(self, node):
+        return False  # statements only: skipping expressions keeps the pass cheap
+
     def leave_If(self, original: cst.If, updated: cst.If):
         ctx = self.ctx
         if not ctx.is_candidate(original):
@@ -130,14 +135,19 @@ class IfToCond(cst.CSTTransformer):
             branch_def(then_name, operands, new_body, outputs).with_changes(leading_lines=updated.leading_lines),
             branch_def(else_name, operands, new_orelse, outputs, header=else_header),
         ]
-        args = f"{then_name}, {else_name}, ({', '.join(operands)}{',' if len(operands) == 1 else ''})"
-        extra = f", mutated=({', '.join(str(operands.index(m)) for m in mutated)},)" if mutated else ""
+        args = [
+            cst.Arg(runtime_predicate(updated.test, ctx)),
+            cst.Arg(cst.Name(then_name)),
+            cst.Arg(cst.Name(else_name)),
+            cst.Arg(tuple_node(operands)),
+        ]
+        if mutated:
+            args.append(keyword("mutated", tuple_node([cst.Integer(str(operands.index(m))) for m in mutated])))
         if binds_python_values(body + orelse, outputs or ()):
-            extra += ", tensor_outputs=False"  # a shape condition then specialises, as a plain if would
-        call = f"{ctx.runtime}.if_stmt(__pred__, {args}{extra})"
-        text = f"return {call}" if returns else (f"{names_expr(outputs)} = {call}" if outputs else call)
-        stmt = cst.parse_statement(text)
-        stmt = stmt.visit(_Fill(runtime_predicate(updated.test, ctx)))
+            # a shape condition then specialises, as a plain if would
+            args.append(keyword("tensor_outputs", cst.Name("False")))
+        call = cst.Call(cst.Attribute(cst.Name(ctx.runtime), cst.Name("if_stmt")), args)
+        stmt = call_statement(outputs, call, returns=returns)
         if updated.body.header.comment is not None:
             stmt = stmt.with_changes(trailing_whitespace=updated.body.header)
         ctx.note(original, "cond", f"outputs: {', '.join(outputs or []) or '-'}")
@@ -178,14 +188,6 @@ class IfToCond(cst.CSTTransformer):
             if name not in before:
                 return f"'{name}' may be unbound when the if runs"
         return operands, outputs, [m for m in operands if m in mutated]
-
-
-class _Fill(cst.CSTTransformer):
-    def __init__(self, pred):
-        self.pred = pred
-
-    def leave_Name(self, original, updated):
-        return self.pred if updated.value == "__pred__" else updated
 
 
 def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:

@@ -18,8 +18,8 @@ import libcst as cst
 
 from ..analysis.liveness import Facts, analyse_function
 from ..normalise.boolean_ops import runtime_predicate
-from ._loops import call_statement, carried, loop_blocker, tuple_text
-from ._util import Rewrite, branch_def, explicit_super
+from ._loops import carried, loop_blocker, runtime_call
+from ._util import Rewrite, branch_def, call_statement, explicit_super, tuple_node
 
 EXAMPLES = [
     Rewrite(
@@ -76,6 +76,9 @@ class WhileToLoop(cst.CSTTransformer):
     def visit_FunctionDef(self, node):
         return node is self.fn
 
+    def visit_SimpleStatementLine(self, node):
+        return False  # statements only: skipping expressions keeps the pass cheap
+
     def leave_While(self, original: cst.While, updated: cst.While):
         ctx = self.ctx
         if not ctx.is_candidate_loop(original):
@@ -94,7 +97,7 @@ class WhileToLoop(cst.CSTTransformer):
             branch_def(cond_name, state, [pred], []).with_changes(leading_lines=updated.leading_lines),
             branch_def(body_name, state, explicit_super(body, ctx.self_name), state),
         ]
-        call = f"{ctx.runtime}.while_stmt({cond_name}, {body_name}, {tuple_text(state)})"
+        call = runtime_call(ctx, "while_stmt", [cst.Name(cond_name), cst.Name(body_name), tuple_node(state)])
         ctx.note(original, "while_loop", f"carry: {', '.join(state)}")
         return cst.FlattenSentinel([*defs, call_statement(state, call)])
 
