@@ -109,22 +109,18 @@ def forward(
     all_global_attentions = () if (output_attentions and is_global_attn) else None
 
     for idx, encoder_layer in enumerate(self.layers):
-        def branch_cond_then_1(encoder_states, hidden_states):
+        if output_hidden_states:
             encoder_states = encoder_states + (hidden_states,)
-            return encoder_states
-        def branch_cond_else_1(encoder_states, hidden_states):
-            return encoder_states
-        encoder_states = _ub.if_stmt(output_hidden_states, branch_cond_then_1, branch_cond_else_1, (encoder_states, hidden_states))
         # add LayerDrop (see https://huggingface.co/papers/1909.11556 for description)
         to_drop = False
         if self.training and self.layerdrop > 0.0:
             dropout_probability = torch.rand([])
-            def branch_cond_then_2(to_drop):
+            def branch_cond_then_1(to_drop):
                 to_drop = True
                 return to_drop
-            def branch_cond_else_2(to_drop):
+            def branch_cond_else_1(to_drop):
                 return to_drop
-            to_drop = _ub.if_stmt(dropout_probability < self.layerdrop, branch_cond_then_2, branch_cond_else_2, (to_drop,), tensor_outputs=False)  # skip the layer
+            to_drop = _ub.if_stmt(dropout_probability < self.layerdrop, branch_cond_then_1, branch_cond_else_1, (to_drop,), tensor_outputs=False)  # skip the layer
 
         if to_drop:
             layer_outputs = (None, None, None)
@@ -139,60 +135,42 @@ def forward(
             )
             hidden_states = layer_outputs[0]
 
-        def branch_cond_then_4(all_attentions, layer_outputs, is_global_attn, all_global_attentions):
+        if output_attentions:
             # bzs x seq_len x num_attn_heads x (num_global_attn + attention_window_len + 1) => bzs x num_attn_heads x seq_len x (num_global_attn + attention_window_len + 1)
             all_attentions = all_attentions + (layer_outputs[1].transpose(1, 2),)
 
-            def branch_cond_then_3(all_global_attentions, layer_outputs):
+            def branch_cond_then_2(all_global_attentions, layer_outputs):
                 # bzs x num_attn_heads x num_global_attn x seq_len => bzs x num_attn_heads x seq_len x num_global_attn
                 all_global_attentions = all_global_attentions + (layer_outputs[2].transpose(2, 3),)
                 return all_global_attentions
-            def branch_cond_else_3(all_global_attentions, layer_outputs):
+            def branch_cond_else_2(all_global_attentions, layer_outputs):
                 return all_global_attentions
-            all_global_attentions = _ub.if_stmt(is_global_attn, branch_cond_then_3, branch_cond_else_3, (all_global_attentions, layer_outputs))
-            return all_attentions, all_global_attentions
-        def branch_cond_else_4(all_attentions, layer_outputs, is_global_attn, all_global_attentions):
-            return all_attentions, all_global_attentions
-        all_attentions, all_global_attentions = _ub.if_stmt(output_attentions, branch_cond_then_4, branch_cond_else_4, (all_attentions, layer_outputs, is_global_attn, all_global_attentions))
+            all_global_attentions = _ub.if_stmt(is_global_attn, branch_cond_then_2, branch_cond_else_2, (all_global_attentions, layer_outputs))
 
-    def branch_cond_then_5(encoder_states, hidden_states):
+    if output_hidden_states:
         encoder_states = encoder_states + (hidden_states,)
-        return encoder_states
-    def branch_cond_else_5(encoder_states, hidden_states):
-        return encoder_states
-    encoder_states = _ub.if_stmt(output_hidden_states, branch_cond_then_5, branch_cond_else_5, (encoder_states, hidden_states))
 
     # undo padding
-    def branch_cond_then_8(hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions):
+    def branch_cond_then_3(hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions):
         # unpad `hidden_states` because the calling function is expecting a length == input_ids.size(1)
         hidden_states = hidden_states[:, :-padding_len]
-        def branch_cond_then_6(encoder_states, padding_len):
+        if output_hidden_states:
             encoder_states = tuple(state[:, :-padding_len] for state in encoder_states)
-            return encoder_states
-        def branch_cond_else_6(encoder_states, padding_len):
-            return encoder_states
-        encoder_states = _ub.if_stmt(output_hidden_states, branch_cond_then_6, branch_cond_else_6, (encoder_states, padding_len))
 
-        def branch_cond_then_7(all_attentions, padding_len):
+        if output_attentions:
             all_attentions = tuple(state[:, :, :-padding_len, :] for state in all_attentions)
-            return all_attentions
-        def branch_cond_else_7(all_attentions, padding_len):
-            return all_attentions
-        all_attentions = _ub.if_stmt(output_attentions, branch_cond_then_7, branch_cond_else_7, (all_attentions, padding_len))
         return hidden_states, encoder_states, all_attentions
-    def branch_cond_else_8(hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions):
+    def branch_cond_else_3(hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions):
         return hidden_states, encoder_states, all_attentions
-    hidden_states, encoder_states, all_attentions = _ub.if_stmt(padding_len > 0, branch_cond_then_8, branch_cond_else_8, (hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions))
+    hidden_states, encoder_states, all_attentions = _ub.if_stmt(padding_len > 0, branch_cond_then_3, branch_cond_else_3, (hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions))
 
-    def branch_cond_then_9(hidden_states, encoder_states, all_attentions, all_global_attentions):
+    if not return_dict:
         return tuple(
             v for v in [hidden_states, encoder_states, all_attentions, all_global_attentions] if v is not None
         )
-    def branch_cond_else_9(hidden_states, encoder_states, all_attentions, all_global_attentions):
-        return LEDEncoderBaseModelOutput(
-            last_hidden_state=hidden_states,
-            hidden_states=encoder_states,
-            attentions=all_attentions,
-            global_attentions=all_global_attentions,
-        )
-    return _ub.if_stmt(_ub.not_(return_dict), branch_cond_then_9, branch_cond_else_9, (hidden_states, encoder_states, all_attentions, all_global_attentions))
+    return LEDEncoderBaseModelOutput(
+        last_hidden_state=hidden_states,
+        hidden_states=encoder_states,
+        attentions=all_attentions,
+        global_attentions=all_global_attentions,
+    )

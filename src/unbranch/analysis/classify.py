@@ -123,6 +123,8 @@ _DTYPES = {
     "float8_e4m3fn",
     "float8_e5m2",
 }
+# names that by convention hold Python flags (output_attentions, use_cache, return_dict, is_causal...)
+_FLAG_PREFIXES = ("use_", "output_", "return_", "is_", "has_", "do_", "should_", "need_", "with_")
 _STATIC_ANNOTATIONS = {
     "bool",
     "int",
@@ -271,7 +273,9 @@ class Classifier:
                 return STATIC
             if e.id in self.shape_names:
                 return SHAPE
-            return TENSOR if e.id in self.tensor_names else UNKNOWN
+            if e.id in self.tensor_names:
+                return TENSOR
+            return STATIC if e.id.startswith(_FLAG_PREFIXES) else UNKNOWN
         if isinstance(e, ast.UnaryOp):
             return self.kind(e.operand)
         if isinstance(e, ast.BoolOp):
