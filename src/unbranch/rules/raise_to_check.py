@@ -61,6 +61,27 @@ EXAMPLES = [
             return x.sqrt()
         """,
     ),
+    Rewrite(
+        """
+        def forward(self, a, b):
+            if a is None:
+                y = b
+            elif a.shape[0] != b.shape[0]:
+                raise ValueError("mismatch")
+            else:
+                y = a + b
+            return y
+        """,
+        """
+        def forward(self, a, b):
+            if a is None:
+                y = b
+            else:
+                _ub.raise_if(a.shape[0] != b.shape[0], lambda: ValueError("mismatch"))
+                y = a + b
+            return y
+        """,
+    ),
     Unchanged(
         """
         def forward(self, x, mask=None):
@@ -76,6 +97,11 @@ EXAMPLES = [
 class RaiseToCheck(cst.CSTTransformer):
     def __init__(self, ctx, fn):
         self.ctx, self.fn = ctx, fn
+        self.elifs: set = set()  # an `elif` can only be replaced by an `else:` block, not statements
+
+    def visit_If(self, node):
+        if isinstance(node.orelse, cst.If):
+            self.elifs.add(node.orelse)
 
     def visit_FunctionDef(self, node):
         return node is self.fn
@@ -105,6 +131,10 @@ class RaiseToCheck(cst.CSTTransformer):
         rest = orelse_body(updated)
         if rest and isinstance(updated.orelse, cst.If):
             rest = [rest[0].with_changes(leading_lines=[])]
+        if original in self.elifs:
+            return cst.Else(
+                cst.IndentedBlock([check.with_changes(leading_lines=[]), *rest]), leading_lines=updated.leading_lines
+            )
         return cst.FlattenSentinel([check, *rest])
 
     def leave_Assert(self, original, updated):
