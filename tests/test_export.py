@@ -410,3 +410,20 @@ def test_assert_becomes_runtime_check(strict):
     ep = check_export(m, (pos(3, 4),), [(pos(4, 3),), (pos(7, 2),)], strict, conds=0)
     with pytest.raises(RuntimeError, match="positive input"):
         ep.module()(neg(4, 3))
+
+
+class EmptyGuard(torch.nn.Module):
+    def forward(self, x):
+        if x.numel() == 0:  # impossible for dynamic sizes (>= 2): the export decides it alone
+            x = x + 1
+        if x.sum() > 0:
+            x = x * 2
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_statically_decided_shape_condition_adds_no_cond(strict):
+    ep = check_export(EmptyGuard(), (pos(3, 4),), [(pos(5, 2),), (neg(2, 3),)], strict, conds=1)
+    assert "numel" not in "".join(
+        str(n.meta.get("stack_trace")) for n in ep.graph_module.graph.nodes if n.target is torch.ops.higher_order.cond
+    )

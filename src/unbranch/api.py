@@ -17,6 +17,11 @@ from .errors import UnbranchError
 from .pipeline import Options, compile_source
 from .source import SourceInfo, get_source, innermost_function
 
+# how torch_export_rewrite(model) rewrites what discovery and the catalogue name: never an
+# error, and only data-dependent conditions dispatched (a shape test stays as the plain export
+# had it, so a model that exported before gets the very same graph)
+MODEL_OPTIONS = {"strict": False, "shape_conditions": False}
+
 # functions whose __code__ is swapped right now -> their original code object
 _ORIGINAL_CODE: dict[types.FunctionType, types.CodeType] = {}
 
@@ -70,7 +75,8 @@ def _rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
     if hit is not None:
         return RewrittenMethod(fn, *hit)
     info = get_source(fn, original)
-    skey = cache.source_key(info.text, key)
+    # the compiled result names absolute lines and the path (notes, source map, messages)
+    skey = cache.source_key(f"{info.path}:{info.line}\n{info.text}", key)
     compiled = cache.get_compiled(skey)
     if compiled is None:
         compiled = compile_source(info, options, [k for k, v in fn.__globals__.items() if v is not runtime])
@@ -90,7 +96,13 @@ def _rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
 
 
 def transform_method(
-    func, prefix: str = "branch_cond", filter_node=None, pre_rewriter=None, post_rewriter=None, strict: bool = True
+    func,
+    prefix: str = "branch_cond",
+    filter_node=None,
+    pre_rewriter=None,
+    post_rewriter=None,
+    strict: bool = True,
+    shape_conditions: bool = True,
 ) -> RewrittenMethod:
     """Rewrite one function or method; ``.code``, ``.func`` and ``.diff()`` show the result.
 
@@ -98,6 +110,7 @@ def transform_method(
     dispatched ``if`` statements to rewrite, ``pre_rewriter``/``post_rewriter`` map the
     ``FunctionDef`` before and after the rules. ``strict`` raises UnbranchError for an ``if``
     on a plainly tensor condition that cannot be converted (otherwise it stays plain Python).
+    ``shape_conditions=False`` leaves ``if``s on sizes alone as plain Python.
     """
     fn = innermost_function(func)
     opts = Options(
@@ -107,6 +120,7 @@ def transform_method(
         post_rewriter=post_rewriter,
         strict=strict,
         is_method=_is_method(fn),
+        shape_conditions=shape_conditions,
     )
     return _rewrite(fn, opts)
 
@@ -218,7 +232,7 @@ def torch_export_rewrite(
     # unbranch cannot rewrite is left as it is (and listed in report.skipped), never an error
     targets = [(t, {"strict": strict, **h}, True) for t, h in _targets(rewrite)]
     if model is not None:
-        targets += [(t, {"strict": False, **h}, False) for t, h in discover(model)]
+        targets += [(t, {**MODEL_OPTIONS, **h}, False) for t, h in discover(model)]
     report = Report()
     seen = set()
     for target, hooks, required in targets:

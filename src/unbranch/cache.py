@@ -1,7 +1,7 @@
 """Rewrite results kept in memory: by code object (warm path) and by source text.
 
-The key is the source and the options, never object identity alone: two functions with
-the same text share the compiler's work, while each still gets its own origin table.
+The key is the source (with the file and line it comes from: the compiled result names them)
+and the options, never object identity alone.
 """
 
 from __future__ import annotations

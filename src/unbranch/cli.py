@@ -111,14 +111,14 @@ def _write(directory: str, rm, stem: str | None = None) -> list[str]:
 
 def emit(directory: str) -> list[str]:
     """Write the rewritten source and diff of every catalogue entry under ``directory``."""
-    from .api import transform_method
+    from .api import MODEL_OPTIONS, transform_method
     from .catalog import CATALOGUE, resolve
 
     written = []
     for module, entries in sorted(CATALOGUE.items()):
         family = module.split(".")[-2] if module.startswith("transformers.models.") else module
         for qualname, hooks in sorted(entries.items()):
-            rm = transform_method(resolve(module, qualname), **hooks)
+            rm = transform_method(resolve(module, qualname), **MODEL_OPTIONS, **hooks)
             written += _write(os.path.join(directory, family), rm, qualname)
     return written
 

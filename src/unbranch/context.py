@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .analysis.classify import STATIC, Classifier
+from .analysis.classify import SHAPE, STATIC, Classifier
 from .errors import UnbranchError
 from .source import SourceInfo
 
@@ -59,13 +59,15 @@ class Context:
     prefix: str = "branch_cond"
     filter_node: Callable | None = None
     strict: bool = True  # raise on an if with a tensor condition that cannot be converted
+    shape_conditions: bool = True  # dispatch ifs on sizes alone (else they stay plain Python)
     self_name: str | None = None
     notes: list = field(default_factory=list)
     anchors: dict = field(default_factory=dict)  # name unbranch wrote -> original line it stands for
 
     def is_candidate(self, node: cst.If) -> bool:
         """Should this ``if`` be dispatched at run time (not plainly a Python condition)?"""
-        if self.classifier.kind(node.test) == STATIC:
+        kind = self.classifier.kind(node.test)
+        if kind == STATIC or (kind == SHAPE and not self.shape_conditions):
             return False
         return self.filter_node is None or bool(self.filter_node(node))
 

@@ -28,7 +28,7 @@ _TENSORISH = re.compile(
 
 
 def _scan(fn) -> bool:
-    from .api import transform_method
+    from .api import MODEL_OPTIONS, transform_method
 
     try:
         src = inspect.getsource(fn)
@@ -37,7 +37,7 @@ def _scan(fn) -> bool:
     if not _TENSORISH.search(src):
         return False
     try:
-        rm = transform_method(fn, strict=False)
+        rm = transform_method(fn, **MODEL_OPTIONS)
     except UnbranchError:
         return False
     return any(n.kind in ("cond", "check") and n.condition == TENSOR for n in rm.notes)
@@ -53,8 +53,8 @@ def _module_functions(module_name: str):
 def discover(model: torch.nn.Module) -> list:
     """(callable, hooks) pairs for every function of ``model`` that needs rewriting.
 
-    The scan compiles candidates with ``strict=False``, as torch_export_rewrite does for
-    them, so entering the context reuses that work from the cache.
+    The scan compiles candidates with the options torch_export_rewrite uses for them, so
+    entering the context reuses that work from the cache.
     """
     found: dict = {}
     classes, modules = set(), set()

@@ -40,10 +40,11 @@ class Options:
     post_rewriter: object = None
     strict: bool = True
     is_method: bool = True
+    shape_conditions: bool = True  # False: an if on sizes alone stays plain Python (model discovery)
 
     def key(self) -> tuple:
         hooks = tuple(_hook_key(h) for h in (self.filter_node, self.pre_rewriter, self.post_rewriter))
-        return (self.prefix, self.strict, self.is_method, hooks)
+        return (self.prefix, self.strict, self.is_method, self.shape_conditions, hooks)
 
 
 def _hook_key(hook):
@@ -102,6 +103,7 @@ def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compi
         prefix=options.prefix,
         filter_node=options.filter_node,
         strict=options.strict,
+        shape_conditions=options.shape_conditions,
         self_name=classifier.self_name,
     )
     new = fn

@@ -67,7 +67,7 @@ class Tiny:
     flip_weights: dict = field(default_factory=dict)  # parameter-name regex -> value that flips a branch
     flip_inputs: str | None = None  # "pad": pad tokens in the input
     pad_token_id: int = 1
-    inputs_kind: str = "text"  # "text": input_ids; "image": pixel_values; "audio": mel input_features
+    inputs_kind: str = "text"  # "text": input_ids; "layout": and word boxes; "image": pixel_values; "audio": mel
 
     def build(self, name: str, dtype=torch.float32) -> torch.nn.Module:
         import transformers
@@ -97,6 +97,9 @@ class Tiny:
             if pad or (flip and self.flip_inputs == "pad"):
                 ids[0, -2:] = self.pad_token_id
                 kw["attention_mask"][0, -2:] = 0
+            if self.inputs_kind == "layout":  # (x0, y0, x1, y1) in [0, 1]
+                corner = torch.rand(batch, seq, 2, generator=g) / 2
+                kw["bbox"] = torch.cat([corner, corner + 0.5], dim=-1)
         if self.encoder_decoder:
             kw["decoder_input_ids"] = torch.randint(3, 100, (batch, max(seq - 2, 2)), generator=g)
             kw["use_cache"] = False
@@ -195,6 +198,13 @@ MODELS: dict[str, Tiny] = {
         dict(_BART, attention_type="original_full", pad_token_id=0, bos_token_id=2, eos_token_id=1),
         pad_token_id=0,
         flip_weights=_OVERFLOW_LAYER_NORM,
+    ),
+    "UdopModel": Tiny(
+        "UdopConfig",
+        dict(_T5, max_2d_position_embeddings=64, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0),
+        attention_mask=True,
+        pad_token_id=0,
+        inputs_kind="layout",
     ),
     # models that export without unbranch (issue 7: torch_export_rewrite must change nothing)
     "LlamaModel": Tiny("LlamaConfig", _DECODER, encoder_decoder=False, attention_mask=True),

@@ -336,6 +336,8 @@ class Classifier:
             return STATIC
         dotted = _dotted(func)
         if dotted and dotted[0] == "torch":
+            if name in _SHAPE_METHODS:  # torch.numel(x) reads a size, not data
+                return SHAPE
             static = name in _STATIC_TORCH or (len(dotted) > 2 and dotted[1] in _STATIC_MODULES)
             return STATIC if static else TENSOR
         if name in _SHAPE_METHODS:

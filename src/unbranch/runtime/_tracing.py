@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
 
 
 def tracing() -> bool:
@@ -17,7 +18,11 @@ def is_symbolic(value) -> bool:
     """
     if value is True or value is False or not tracing():
         return False
-    return isinstance(value, (torch.Tensor, torch.SymBool, bool))
+    if isinstance(value, (torch.SymBool, bool)):
+        # decided by the shapes' ranges alone (numel(x) == 0 with sizes >= 2): plain Python, no
+        # cond; these queries add no guard, and dynamo traces through them
+        return not (statically_known_true(value) or statically_known_false(value))
+    return isinstance(value, torch.Tensor)
 
 
 def is_tensor(value) -> bool:
