@@ -167,3 +167,31 @@ def test_model_rewrite_is_best_effort():
     with pytest.raises(UnbranchError, match="no source available"):
         with unbranch.torch_export_rewrite(rewrite=[type(m.inner).forward]):
             pass
+
+
+class FlagInBranch(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            y, clipped = x.clamp(max=1), True
+        else:
+            y, clipped = x, False
+        return y, clipped
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_python_value_from_a_tensor_branch_is_a_clear_error(strict):
+    # known from the source (a bool is bound in a branch): refused before torch.cond is traced
+    with pytest.raises(Exception, match="produces a Python value") as info:
+        export_rewritten(FlagInBranch(), (torch.randn(2, 3),), strict=strict)
+    if not strict:
+        assert isinstance(info.value, UnbranchError) and "test_errors.py:" in str(info.value)
+
+
+def test_coroutine_is_refused():
+    async def coro(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(UnbranchError, match="generators and coroutines"):
+        unbranch.transform_method(coro)

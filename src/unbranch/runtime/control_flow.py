@@ -30,6 +30,12 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
     cond can return that, so a shape condition takes the plain branch (and specialises, as
     the original ``if`` does) instead of failing the export.
     """
+    if not tensor_outputs and isinstance(pred, torch.Tensor) and is_symbolic(pred):
+        raise UnbranchError(
+            "a branch of this if on a tensor condition produces a Python value (None, a bool, "
+            "a float...), which torch.cond cannot return",
+            construct=f"if at {origin_of_caller(1)}",
+        )
     if not is_symbolic(pred) or not (tensor_outputs or isinstance(pred, torch.Tensor)):
         taken = True if pred else False
         if observers:
