@@ -14,6 +14,7 @@ VERSION = "0.1.0"
 
 _BY_SOURCE: dict[str, Compiled] = {}
 _BY_CODE: dict[tuple, object] = {}
+SCANNED: dict = {}  # code object -> does discovery want it rewritten (entering again re-reads nothing)
 
 
 def source_key(text: str, options_key: tuple) -> str:
@@ -39,3 +40,4 @@ def put_result(code, options_key, result) -> None:
 def clear() -> None:
     _BY_SOURCE.clear()
     _BY_CODE.clear()
+    SCANNED.clear()

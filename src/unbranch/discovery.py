@@ -16,6 +16,7 @@ import types
 
 import torch
 
+from . import cache
 from .analysis.classify import TENSOR
 from .catalog import code_needing_rewriting
 from .errors import UnbranchError
@@ -28,6 +29,16 @@ _TENSORISH = re.compile(
 
 
 def _scan(fn) -> bool:
+    """Does discovery want ``fn`` rewritten? Answered once per code object."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        return False
+    if code not in cache.SCANNED:
+        cache.SCANNED[code] = _scan_source(fn)
+    return cache.SCANNED[code]
+
+
+def _scan_source(fn) -> bool:
     from .api import MODEL_OPTIONS, transform_method
 
     try:

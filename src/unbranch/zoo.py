@@ -241,6 +241,8 @@ MODELS: dict[str, Tiny] = {
         attention_mask=True,
         pad_token_id=0,
     ),
+    # native image size, dynamic batch: with interpolate_pos_encoding=True a dynamic height and
+    # width export, but guarded on not being the native size (ViT's shortcut for it)
     "ViTModel": Tiny(
         "ViTConfig",
         dict(

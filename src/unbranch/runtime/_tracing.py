@@ -38,6 +38,15 @@ def fresh_outputs(values, inputs):
     )
 
 
+def fail(message: str, construct: str):
+    """Raise the project's error; under strict export a builtin one dynamo can trace (same text)."""
+    from ..errors import UnbranchError
+
+    if torch.compiler.is_dynamo_compiling():
+        raise RuntimeError(f"unbranch: {message} [{construct}]")
+    raise UnbranchError(message, construct=construct)
+
+
 def origin_of_caller(depth: int) -> str:
     """``file:line`` of the user's code behind the rewritten frame ``depth`` levels up."""
     import sys

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import UnbranchError
-from ._tracing import is_symbolic
+from ._tracing import fail, is_symbolic
 
 
 def raise_if(pred, make_exception):
@@ -43,5 +42,5 @@ def unconverted(pred, why: str):
     anyway, so fail here instead with the reason and the original file and line.
     """
     if is_symbolic(pred) and isinstance(pred, torch.Tensor):
-        raise UnbranchError(f"this if on a tensor condition could not be converted: {why}", construct="if")
+        fail(f"this if on a tensor condition could not be converted: {why}", "if")
     return pred

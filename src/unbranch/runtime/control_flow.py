@@ -15,7 +15,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..errors import UnbranchError
-from ._tracing import fresh_outputs, is_symbolic, origin_of_caller
+from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller
 
 # callbacks ``(filename, line, taken)`` told which side each eagerly dispatched if took (coverage)
 observers: list = []
@@ -31,10 +31,10 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
     the original ``if`` does) instead of failing the export.
     """
     if not tensor_outputs and isinstance(pred, torch.Tensor) and is_symbolic(pred):
-        raise UnbranchError(
-            "a branch of this if on a tensor condition produces a Python value (None, a bool, "
-            "a float...), which torch.cond cannot return",
-            construct=f"if at {origin_of_caller(1)}",
+        fail(
+            "a branch of this if on a tensor condition produces a Python value (None, a bool, a float...), "
+            "which torch.cond cannot return",
+            f"if at {origin_of_caller(1)}",
         )
     if not is_symbolic(pred) or not (tensor_outputs or isinstance(pred, torch.Tensor)):
         taken = True if pred else False
