@@ -1,0 +1,121 @@
+"""Differential fuzzing, long run: thousands of random ``if`` programs, hundreds of them exported.
+
+Every program is checked eagerly (original vs ``transform_method(f).func`` on inputs meant to
+take every path). One in ``--export-every``, taken among those with a tensor or shape ``if``, is
+also exported with a dynamic batch (every ``--strict-every``-th export in strict mode) and
+compared with the original on other batch sizes. Divergences are recorded with their source,
+not raised, so one run finds them all.
+
+    python benchmarks/fuzz.py --programs 2000     # about 45 minutes on two busy cores
+    python benchmarks/fuzz.py --programs 100      # a quick run
+    python benchmarks/fuzz.py --known-bugs        # also the constructs of fuzzing.KNOWN_BUGS
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+from _common import machine, write
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fuzzing import PYTHON_ARGS, branches_on_tensors, check_eager, check_export, programs  # noqa: E402
+
+
+def run(n: int, export_every: int, strict_every: int, random_seed: int, known_bugs: bool) -> dict:
+    tally = {"programs": 0, "exports": 0, "strict_exports": 0, "sides_taken": 0, "sides": 0}
+    sources, rewrite_seconds, divergences = set(), [], []
+    slowest = (0.0, "")
+
+    @seed(random_seed)
+    @settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],  # record every divergence, do not stop at the first to shrink it
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(programs(known_bugs=known_bugs))
+    def one(source):
+        nonlocal slowest
+        i = tally["programs"]
+        tally["programs"] += 1
+        sources.add(source)
+        eager = check_eager(source)
+        tally["sides_taken"] += eager.sides_taken
+        tally["sides"] += eager.sides
+        rewrite_seconds.append(eager.rewrite_seconds)
+        slowest = max(slowest, (eager.rewrite_seconds, source))
+        if eager.divergence is not None:
+            divergences.append(eager.divergence)
+            return
+        k = tally["exports"]
+        if k <= i // export_every and branches_on_tensors(source):  # one in export_every, if it can hold a cond
+            strict = k % strict_every == strict_every - 1
+            tally["exports"] += 1
+            tally["strict_exports"] += strict
+            divergence = check_export(source, PYTHON_ARGS[k % len(PYTHON_ARGS)], strict)
+            if divergence is not None:
+                divergences.append(divergence)
+        if i % 100 == 99:
+            print(f"  {i + 1} programs, {len(divergences)} divergence(s)", flush=True)
+
+    one()
+    kinds = [d.kind for d in divergences]
+    ordered = sorted(rewrite_seconds)
+    return {
+        **tally,
+        "distinct_programs": len(sources),
+        "eager_divergences": kinds.count("eager"),
+        "rewrite_errors": kinds.count("rewrite"),
+        "export_divergences": kinds.count("export"),
+        "export_errors": kinds.count("export-error"),
+        "branch_sides_taken": tally["sides_taken"] / max(tally["sides"], 1),
+        "rewrite_seconds": {
+            "median": statistics.median(ordered),
+            "p95": ordered[round(0.95 * (len(ordered) - 1))],
+            "max": ordered[-1],
+        },
+        "slowest_rewrite_source": slowest[1],
+        "divergences": [dataclasses.asdict(d) for d in divergences],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--programs", type=int, default=2000)
+    parser.add_argument("--export-every", type=int, default=10, help="export one program in this many")
+    parser.add_argument("--strict-every", type=int, default=4, help="one export in this many is strict")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--known-bugs", action="store_true", help="also draw fuzzing.KNOWN_BUGS constructs")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    start = time.perf_counter()
+    result = run(args.programs, args.export_every, args.strict_every, args.seed, args.known_bugs)
+    result = {
+        "seconds": time.perf_counter() - start,
+        "settings": vars(args),
+        **result,
+        "machine": machine(),
+    }
+    path = write("fuzz", result)
+    print(
+        f"{result['programs']} programs ({result['distinct_programs']} distinct) in {result['seconds']:.0f} s: "
+        f"{result['eager_divergences']} eager divergence(s), {result['rewrite_errors']} rewrite error(s); "
+        f"{result['exports']} exports ({result['strict_exports']} strict): {result['export_divergences']} "
+        f"divergence(s), {result['export_errors']} error(s); {result['branch_sides_taken']:.0%} of branch sides "
+        f"taken; rewrite median {result['rewrite_seconds']['median']:.2f} s, max "
+        f"{result['rewrite_seconds']['max']:.1f} s -> {path}"
+    )
+    for d in result["divergences"]:
+        print(f"\n{d['kind']} (strict={d['strict']}): {d['detail']}\n{d['source']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,350 @@
+"""Differential fuzzing: random ``if`` programs must compute the same thing eagerly, rewritten and exported.
+
+A program is the source of one function ``f(x, y, flag, n, mask)``: nested ``if``/``elif``/``else``
+on tensor predicates (``x.sum() > 0``) and Python ones (``flag``, ``n > 2``, ``mask is None``)
+mixed with ``and``/``or``/``not``, assignments, ``+=``/``-=``/``*=`` and early returns. ``x`` and
+``y`` are ``(k, 3)`` tensors, ``mask`` is ``None`` or a ``(3,)`` tensor. Every generated program
+runs eagerly and returns a tensor (or a pair of tensors) on every path; it stays within what
+unbranch converts (a variable is read only where every path defined it, all returns have one
+arity). Shared by ``tests/test_fuzz.py`` (bounded) and ``benchmarks/fuzz.py`` (long run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+from torch.export import Dim
+
+import unbranch
+
+PARAMS = ("x", "y")
+LOCALS = ("a", "b", "c")
+MAX_DEPTH = 3
+MAX_STATEMENTS = 24  # the rewrite's cost grows fast with nesting (see benchmarks/fuzz.py's slowest)
+CONSTS = ("0", "0.5", "-0.5", "1.0")
+# shape-preserving and finite: values grow at most geometrically with the number of statements
+UNARY = (
+    "torch.sin({})",
+    "torch.tanh({})",
+    "{}.abs()",
+    "{}.relu()",
+    "-{}",
+    "{} * 0.5",
+    "{} + 1.0",
+    "{} - 0.25",
+    "{} * (n * 0.5)",
+)
+BINARY = ("{} + {}", "{} - {}", "{} * torch.tanh({})")
+TENSOR_TESTS = (
+    "{e}.sum() > {c}",
+    "{e}.mean() < {c}",
+    "{v}.max() > {w}.min()",
+    "({v} > {c}).any()",
+    "({v} < {c}).all()",
+    "{e}.abs().mean() > {c}",
+    "({v} > {c}).sum()",  # an integer tensor's truthiness
+    "{e}.sum().item() > {c}",  # a data-dependent Python float under export
+)
+PYTHON_TESTS = ("flag", "n > 2", "mask is None", "mask is not None")
+SHAPE_TESTS = ("{v}.shape[0] > 3", "{v}.size(0) < 4")  # SymBools under a dynamic batch
+# constructs that diverge today, drawn only with programs(known_bugs=True) until they are fixed
+KNOWN_BUGS = {
+    "return b, b": "a branch returning one tensor twice: cond rejects output-to-output aliasing",
+    "mask = mask * 0.5": "an Optional tensor rebound in a branch: None cannot be a cond output; as the "
+    "only output it comes back as () and a later `mask is None` is silently False",
+}
+
+
+class _Writer:
+    """Draws one program; ``names`` is always the set of tensor variables defined on every path."""
+
+    def __init__(self, draw, arity: int, known_bugs: bool, budget: int):
+        self.draw, self.arity, self.known_bugs, self.budget = draw, arity, known_bugs, budget
+
+    def choose(self, options):
+        return self.draw(st.sampled_from(options))
+
+    def expr(self, names, depth=0, fresh=False) -> tuple[str, bool]:
+        """(text, atomic): atomic text can take a method call or an operator without parentheses.
+
+        ``fresh`` excludes a bare name: ``a = x`` would alias, and a later ``a += 1`` in a branch
+        (rebound there by design) would then no longer update ``x`` as Python does.
+        """
+        kinds = ("unary", "binary") if fresh else ("name", "name", "unary", "binary")
+        kind = self.choose(kinds) if depth < 2 else "name"
+        if kind == "name":
+            return self.choose(sorted(names)), True
+        if kind == "unary":
+            template = self.choose(UNARY)
+            inner = self.expr(names, depth + 1)
+            text = template.format(inner[0] if template.startswith("torch.") else _paren(*inner))
+            return text, template.startswith("torch.") or template.startswith("{}.")
+        template = self.choose(BINARY)
+        left, right = self.expr(names, depth + 1), self.expr(names, depth + 1)
+        return template.format(_paren(*left), right[0] if template.endswith("tanh({})") else _paren(*right)), False
+
+    def predicate(self, names, depth=0) -> str:
+        kind = self.choose(("tensor", "tensor", "python", "shape", "and", "or", "not")) if depth < 2 else "leaf"
+        if kind == "leaf":
+            kind = self.choose(("tensor", "tensor", "python", "shape"))
+        if kind == "shape":
+            return self.choose(SHAPE_TESTS).format(v=self.choose(sorted(names)))
+        if kind == "tensor":
+            template = self.choose(TENSOR_TESTS)
+            e = _paren(*self.expr(names, depth=1))
+            v, w = self.choose(sorted(names)), self.choose(sorted(names))
+            return template.format(e=e, v=v, w=w, c=self.choose(CONSTS))
+        if kind == "python":
+            return self.choose(PYTHON_TESTS)
+        if kind == "not":
+            inner = self.predicate(names, depth + 1)
+            return f"not ({inner})" if " and " in inner or " or " in inner else f"not {inner}"
+        left, right = self.predicate(names, depth + 1), self.predicate(names, depth + 1)
+        return f"({left}) {kind} ({right})" if self.draw(st.booleans()) else f"{left} {kind} {right}"
+
+    def ret(self, names) -> str:
+        values = [self.expr(names)[0] for _ in range(self.arity)]
+        if len(values) == 2 and values[0] == values[1] and not self.known_bugs:
+            values[1] = f"torch.sin({values[1]})"  # `return b, b`: see KNOWN_BUGS
+        return "return " + ", ".join(values)
+
+    def block(self, names, depth) -> tuple[list[str], set | None]:
+        """Lines of a block and the names defined after it (None: every path returned)."""
+        names, lines = set(names), []
+        for _ in range(self.draw(st.integers(1, 4 if depth == 0 else 3))):
+            self.budget -= 1
+            simple = depth >= MAX_DEPTH or self.budget <= 0
+            kind = self.choose(("assign", "augassign") if simple else ("assign", "augassign", "if", "if", "mask"))
+            if kind == "assign":
+                target = self.choose(sorted(set(LOCALS) | names))
+                lines.append(f"{target} = {self.expr(names, fresh=True)[0]}")
+                names.add(target)
+            elif kind == "augassign":
+                target, op = self.choose(sorted(names)), self.choose(("+=", "-=", "*="))
+                value = self.expr(names) if op != "*=" else (f"torch.tanh({self.expr(names)[0]})", True)
+                lines.append(f"{target} {op} {value[0]}")
+            elif kind == "mask":
+                targets = sorted(names) + ["mask"] * self.known_bugs
+                target = self.choose(targets)
+                value = "mask * 0.5" if target == "mask" else f"{target} * mask"
+                lines += ["if mask is not None:", f"    {target} = {value}"]
+            else:
+                sub, after = self.if_stmt(names, depth)
+                lines += sub
+                if after is None:
+                    return lines, None
+                names = after
+        if depth > 0 and self.draw(st.integers(0, 3)) == 0:
+            return [*lines, self.ret(names)], None
+        return lines, names
+
+    def if_stmt(self, names, depth) -> tuple[list[str], set | None]:
+        lines, ends = [], []
+        for keyword in ("if", *["elif"] * self.draw(st.integers(0, 1))):
+            body, after = self.block(names, depth + 1)
+            lines += [f"{keyword} {self.predicate(names)}:", *_indent(body)]
+            ends.append(after)
+        if self.draw(st.booleans()):
+            body, after = self.block(names, depth + 1) if self.draw(st.integers(0, 4)) else (["pass"], names)
+            lines += ["else:", *_indent(body)]
+            ends.append(after)
+        else:
+            ends.append(names)
+        open_ends = [e for e in ends if e is not None]
+        return lines, set.intersection(*open_ends) if open_ends else None
+
+
+def _paren(text: str, atomic: bool) -> str:
+    return text if atomic else f"({text})"
+
+
+def _indent(lines):
+    return ["    " + line for line in lines]
+
+
+@st.composite
+def programs(draw, known_bugs: bool = False, max_statements: int = MAX_STATEMENTS) -> str:
+    """Source text of ``def f(x, y, flag, n, mask)``; ``known_bugs`` also draws the KNOWN_BUGS constructs."""
+    writer = _Writer(draw, draw(st.integers(1, 2)), known_bugs, max_statements)
+    body, after = writer.block(set(PARAMS), 0)
+    if after is not None:
+        body.append(writer.ret(after))
+    return "\n".join(["import torch", "", "", "def f(x, y, flag, n, mask):", *_indent(body), ""])
+
+
+_TENSOR_IF = re.compile(r"^\s*(?:el)?if .*\.", re.MULTILINE)  # only tensor and shape tests have a dot
+
+
+def branches_on_tensors(source: str) -> bool:
+    """Does the program have an ``if`` that can become a cond? Only those are worth an export."""
+    return _TENSOR_IF.search(source) is not None
+
+
+# --- the check --------------------------------------------------------------------------------
+
+_DIR = tempfile.TemporaryDirectory(prefix="unbranch_fuzz_")
+MASK = torch.tensor([0.5, -1.0, 2.0])
+# (flag, n, mask): every value each Python test can see
+PYTHON_ARGS = [(flag, n, mask) for flag in (True, False) for n in (1, 3) for mask in (None, MASK)]
+VARIANTS = {
+    "pos, pos": lambda r: (r[0] + 0.5, r[1] + 0.5),
+    "neg, neg": lambda r: (-r[0] - 0.5, -r[1] - 0.5),
+    "pos, neg": lambda r: (r[0] + 0.5, -r[1] - 0.5),
+    "neg, pos": lambda r: (-r[0] - 0.5, r[1] + 0.5),
+    "mixed": lambda r: (r[2], r[3]),
+    "10x, y/10": lambda r: (10 * r[2], r[3] / 10),
+    "x/10, 10y": lambda r: (r[2] / 10, 10 * r[3]),
+    "small": lambda r: (r[2] / 100, r[3] / 100),
+    "big": lambda r: (100 * r[2], 100 * r[3]),
+    "x = y": lambda r: (r[2], r[2].clone()),
+    "x = -y": lambda r: (r[2], -r[2]),
+    "zeros, mixed": lambda r: (torch.zeros_like(r[2]), r[3]),
+    "mixed, zeros": lambda r: (r[2], torch.zeros_like(r[3])),
+    "2 + x, mixed": lambda r: (r[0] + 2, r[3]),
+    "mixed, -2 - y": lambda r: (r[2], -r[1] - 2),
+    "ones, -ones": lambda r: (torch.ones_like(r[2]), -torch.ones_like(r[3])),
+}
+
+
+@dataclass
+class Divergence:
+    """One program on which unbranch differs from Python (or fails)."""
+
+    kind: str  # "rewrite" (transform_method raised), "eager", "export" or "export-error"
+    source: str
+    detail: str
+    strict: bool | None = None
+
+    def __str__(self):
+        mode = "" if self.strict is None else f" (strict={self.strict})"
+        return f"{self.kind}{mode}: {self.detail}\n{self.source}"
+
+
+def load(source: str):
+    """Import ``source`` from a real file, since unbranch reads functions back with inspect.getsource."""
+    name = "unbranch_fuzz_" + hashlib.sha1(source.encode()).hexdigest()[:16]
+    if name not in sys.modules:
+        path = os.path.join(_DIR.name, name + ".py")
+        with open(path, "w") as f:
+            f.write(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name].f
+
+
+def _shifted(shift_x, scale_x, shift_y, scale_y):
+    return lambda r: (scale_x * r[2] + shift_x, scale_y * r[3] + shift_y)
+
+
+def _generator(source: str) -> torch.Generator:
+    """Seeded by the program: a divergence reproduces from its source alone."""
+    return torch.Generator().manual_seed(int(hashlib.sha1(source.encode()).hexdigest()[:8], 16))
+
+
+def tensor_inputs(source: str, sizes=(2, 3, 5), shifted=8):
+    """(label, x, y): each variant, then ``shifted`` random shifts and scales."""
+    gen = _generator(source)
+    makers = list(VARIANTS.items())
+    for _ in range(shifted):
+        sx, sy = (torch.randint(-4, 5, (2,), generator=gen) / 2).tolist()
+        kx, ky = (10.0 ** torch.randint(-1, 2, (2,), generator=gen)).tolist()
+        makers.append((f"{kx} * x {sx:+}, {ky} * y {sy:+}", _shifted(sx, kx, sy, ky)))
+    out = []
+    for i, (label, make) in enumerate(makers):
+        k = sizes[i % len(sizes)]
+        r = (torch.rand(k, 3, generator=gen), torch.rand(k, 3, generator=gen))
+        r += (torch.randn(k, 3, generator=gen), torch.randn(k, 3, generator=gen))
+        x, y = make(r)
+        out.append((f"{label} ({k}, 3)", x, y))
+    return out
+
+
+def _call(fn, x, y, py):
+    return fn(x.clone(), y.clone(), *py)  # clones: `x += ...` on a parameter mutates it in place
+
+
+def _describe(label, py) -> str:
+    flag, n, mask = py
+    return f"x, y = {label}, flag={flag}, n={n}, mask={'None' if mask is None else 'MASK'}"
+
+
+def _summary(e: BaseException) -> str:
+    """The exception's first lines: dynamo's first line alone is the same for every graph break."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return f"{type(e).__name__}: {' | '.join(lines[:3])}"
+
+
+@dataclass
+class EagerResult:
+    """A divergence, if any, and how much of the program the inputs reached (for the long run's summary)."""
+
+    divergence: Divergence | None
+    sides_taken: int  # (dispatched if, side) pairs the inputs reached
+    sides: int  # 2 per dispatched if
+    rewrite_seconds: float
+
+
+def check_eager(source: str) -> EagerResult:
+    """The original and ``transform_method(f).func`` agree exactly on every input variant."""
+    fn = load(source)
+    start = time.perf_counter()
+    try:
+        rewritten = unbranch.transform_method(fn)
+    except Exception as e:
+        return EagerResult(Divergence("rewrite", source, _summary(e)), 0, 0, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    ifs = {note.line for note in rewritten.notes if note.kind == "cond"}
+    with unbranch.observe_branches() as seen:
+        for py in PYTHON_ARGS:
+            for label, x, y in tensor_inputs(source):
+                expected = _call(fn, x, y, py)
+                try:
+                    torch.testing.assert_close(
+                        _call(rewritten.func, x, y, py), expected, rtol=0, atol=0, equal_nan=True
+                    )
+                except Exception as e:
+                    detail = f"{_describe(label, py)}: {_summary(e)}"
+                    return EagerResult(Divergence("eager", source, detail), 0, 2 * len(ifs), seconds)
+    return EagerResult(None, sum(len(sides) for sides in seen.values()), 2 * len(ifs), seconds)
+
+
+class Call(torch.nn.Module):
+    """``forward(x, y) = fn(x, y, flag, n, mask)``: the Python arguments are constants of the export."""
+
+    def __init__(self, fn, flag, n, mask):
+        super().__init__()
+        self.fn, self.flag, self.n, self.mask = fn, flag, n, mask
+
+    def forward(self, x, y):
+        return self.fn(x, y, self.flag, self.n, self.mask)
+
+
+def check_export(source: str, py, strict: bool) -> Divergence | None:
+    """Export with a dynamic batch; ``ep.module()`` matches the original on other batch sizes."""
+    fn = load(source)
+    gen = _generator(source)
+    example = (torch.randn(4, 3, generator=gen), torch.randn(4, 3, generator=gen))
+    dynamic = ({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})
+    try:
+        with unbranch.torch_export_rewrite(rewrite=[fn]):
+            ep = torch.export.export(Call(fn, *py), example, dynamic_shapes=dynamic, strict=strict)
+    except Exception as e:
+        return Divergence("export-error", source, f"{_describe('randn (4, 3)', py)}: {_summary(e)}", strict)
+    exported = ep.module()
+    for label, x, y in tensor_inputs(source, sizes=(2, 3, 5, 7)):
+        try:
+            torch.testing.assert_close(exported(x.clone(), y.clone()), _call(fn, x, y, py), equal_nan=True)
+        except Exception as e:
+            return Divergence("export", source, f"{_describe(label, py)}: {_summary(e)}", strict)
+    return None

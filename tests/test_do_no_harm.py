@@ -1,0 +1,149 @@
+"""Issue 7, "do no harm": on a model that exports fine already, ``torch_export_rewrite(model)`` changes nothing.
+
+Users wrap every export in the context, so for these tiny float32 models (dynamic batch and
+sequence) the export inside it must still succeed, give the same graph (no added ``cond``)
+and the same results, padded attention masks included, and leave every function it swapped
+as the original object with its original code.
+"""
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+from helpers import assert_same, count_conds
+
+import unbranch
+from unbranch.discovery import discover
+from unbranch.source import innermost_function
+from unbranch.zoo import MODELS
+
+# discovery rewrites a method of these (a float16-only clamp; Whisper: a spec-augment helper
+# eval never calls), so rewritten code runs during their export
+REWRITTEN = [
+    "BartModel",
+    "PLBartModel",
+    "MarianMTModel",
+    "MvpModel",
+    "BlenderbotSmallModel",
+    "BigBirdPegasusModel",
+    "LongT5Model",
+    "WhisperModel",
+]
+# nothing to rewrite: the context must be a no-op (Udop: ``torch.numel(input_ids) == 0`` in
+# UdopStack.forward is a size test, no reason to rewrite)
+UNTOUCHED = [
+    "UdopModel",
+    "T5Model",
+    "BlenderbotModel",
+    "PegasusModel",
+    "M2M100Model",
+    "LlamaModel",
+    "MistralModel",
+    "Qwen2Model",
+    "GPTNeoXModel",
+    "GPT2Model",
+    "BertModel",
+    "RobertaModel",
+    "DistilBertModel",
+    "ViTModel",
+]
+
+
+def _ops(ep) -> list[str]:
+    """The exported computation, op by op (nested graphs included), to compare two exports."""
+    return [
+        str(node.target)
+        for gm in ep.graph_module.modules()
+        if isinstance(gm, torch.fx.GraphModule)
+        for node in gm.graph.nodes
+        if node.op == "call_function"
+    ]
+
+
+def _code(fn):
+    return inspect.unwrap(fn).__code__
+
+
+def _snapshot(model) -> tuple[dict, dict]:
+    """The code of every function the context may swap and of every submodule class's ``forward``."""
+    forwards = {type(m): type(m).forward for m in model.modules()}
+    functions = [innermost_function(f) for f, _ in discover(model)] + list(forwards.values())
+    return {fn: _code(fn) for fn in functions}, forwards
+
+
+def _assert_restored(before: tuple[dict, dict]) -> None:
+    codes, forwards = before
+    changed = [fn.__qualname__ for fn, code in codes.items() if _code(fn) is not code]
+    assert not changed, f"not restored: {changed}"
+    replaced = [cls.__qualname__ for cls, forward in forwards.items() if cls.forward is not forward]
+    assert not replaced, f"forward replaced: {replaced}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", REWRITTEN + UNTOUCHED)
+def test_rewrite_changes_nothing(name):
+    tiny = MODELS[name]
+    text = tiny.inputs_kind == "text"
+    if text:
+        tiny = dataclasses.replace(tiny, attention_mask=True)  # so the other inputs can be padded
+    model = tiny.build(name)
+    example = tiny.inputs(2, 7)
+    dynamic = tiny.dynamic_shapes(example)
+    plain = torch.export.export(model, (), kwargs=example, dynamic_shapes=dynamic)
+
+    before = _snapshot(model)
+    with unbranch.torch_export_rewrite(model) as report:
+        swapped = {rm.function: rm.code_object for rm in report}
+        assert all(fn.__code__ is code for fn, code in swapped.items())
+        ep = torch.export.export(model, (), kwargs=example, dynamic_shapes=dynamic)
+    _assert_restored(before)
+    assert set(swapped) <= set(before[0])
+    assert bool(swapped) == (name in REWRITTEN), [rm.qualname for rm in report]
+
+    assert count_conds(plain) == count_conds(ep) == 0
+    assert report.conds(ep) == {rm.qualname: 0 for rm in report}
+    assert _ops(ep) == _ops(plain)
+    rewritten, reference = ep.module(), plain.module()
+    with torch.no_grad():
+        for kwargs in (example, tiny.inputs(3, 11, pad=text)):
+            out = rewritten(**kwargs)
+            assert_same(out, reference(**kwargs), rtol=0, atol=0)
+            assert_same(out, model(**kwargs), rtol=1e-5, atol=1e-5)
+
+
+def _is_empty(x) -> bool:
+    return x.numel() == 0
+
+
+class SizeGuarded(torch.nn.Module):
+    """Size tests next to Bart's float16-only clamp, which is why discovery rewrites ``forward``."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        if _is_empty(x):  # unknown to the classifier; the export's sizes (>= 2) decide it: no guard
+            x = x + 1
+        if x.shape[1] > 4:  # the plain export guards on it (seq >= 5)
+            x = x * 0.5
+        y = self.lin(x)
+        if y.dtype == torch.float16 and not torch.isfinite(y).all():
+            y = y.clamp(-60000, 60000)
+        return y
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_shape_tests_stay_as_the_plain_export_had_them(strict):
+    model, x = SizeGuarded(), torch.randn(2, 7, 4)
+    dynamic = ({0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC},)
+    plain = torch.export.export(model, (x,), dynamic_shapes=dynamic, strict=strict)
+    with unbranch.torch_export_rewrite(model) as report:
+        ep = torch.export.export(model, (x,), dynamic_shapes=dynamic, strict=strict)
+    assert [rm.qualname for rm in report] == ["SizeGuarded.forward"]
+    assert count_conds(plain) == count_conds(ep) == 0
+    assert _ops(ep) == _ops(plain)
+    assert sorted(map(str, ep.range_constraints.values())) == sorted(map(str, plain.range_constraints.values()))
+    other = torch.randn(3, 9, 4)
+    assert_same(ep.module()(other), model(other))

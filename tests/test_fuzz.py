@@ -1,0 +1,35 @@
+"""Differential fuzzing, bounded: random ``if`` programs agree eagerly, rewritten and exported.
+
+Exports cost seconds each, so only a few programs are exported here;
+``benchmarks/fuzz.py`` runs thousands of programs and hundreds of exports.
+"""
+
+from fuzzing import PYTHON_ARGS, branches_on_tensors, check_eager, check_export, programs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+# generating a program draws hundreds of choices: hypothesis would call that slow
+BOUNDED = settings(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+# smaller programs to export: the export time grows with the number of conds
+EXPORTED = programs(max_statements=12).filter(branches_on_tensors)
+
+
+@settings(BOUNDED, max_examples=60)
+@given(programs())
+def test_rewritten_matches_original(source):
+    result = check_eager(source)
+    assert result.divergence is None, str(result.divergence)
+
+
+@settings(BOUNDED, max_examples=6)
+@given(EXPORTED, st.sampled_from(PYTHON_ARGS))
+def test_exported_matches_original(source, python_args):
+    divergence = check_export(source, python_args, strict=False)
+    assert divergence is None, str(divergence)
+
+
+@settings(BOUNDED, max_examples=2)
+@given(EXPORTED, st.sampled_from(PYTHON_ARGS))
+def test_exported_matches_original_strict(source, python_args):
+    divergence = check_export(source, python_args, strict=True)
+    assert divergence is None, str(divergence)
