@@ -23,32 +23,9 @@ import torch
 from _common import machine, write
 
 import unbranch
-from unbranch.zoo import MODELS
+from unbranch.zoo import EXPORT_TODAY, MODELS
 
-MODELS_COVERED = [  # tests/test_do_no_harm.py: rewritten methods first, then models with none
-    "BartModel",
-    "PLBartModel",
-    "MarianMTModel",
-    "MvpModel",
-    "BlenderbotSmallModel",
-    "BigBirdPegasusModel",
-    "LongT5Model",
-    "WhisperModel",
-    "UdopModel",
-    "T5Model",
-    "BlenderbotModel",
-    "PegasusModel",
-    "M2M100Model",
-    "LlamaModel",
-    "MistralModel",
-    "Qwen2Model",
-    "GPTNeoXModel",
-    "GPT2Model",
-    "BertModel",
-    "RobertaModel",
-    "DistilBertModel",
-    "ViTModel",
-]
+MODELS_COVERED = EXPORT_TODAY  # the do-no-harm suite's models
 
 
 def timed(call) -> tuple[float, float]:

@@ -271,3 +271,30 @@ MODELS: dict[str, Tiny] = {
         inputs_kind="audio",
     ),
 }
+
+# models that export in float32 without unbranch: torch_export_rewrite(model) must change nothing
+# (tests/test_do_no_harm.py and benchmarks/harm_overhead.py)
+EXPORT_TODAY = [
+    "BartModel",
+    "PLBartModel",
+    "MarianMTModel",
+    "MvpModel",
+    "BlenderbotSmallModel",
+    "BigBirdPegasusModel",
+    "LongT5Model",
+    "WhisperModel",
+    "UdopModel",
+    "T5Model",
+    "BlenderbotModel",
+    "PegasusModel",
+    "M2M100Model",
+    "LlamaModel",
+    "MistralModel",
+    "Qwen2Model",
+    "GPTNeoXModel",
+    "GPT2Model",
+    "BertModel",
+    "RobertaModel",
+    "DistilBertModel",
+    "ViTModel",
+]
