@@ -4,6 +4,7 @@ import torch
 from torch.export import Dim
 
 import unbranch
+from unbranch.api import cond_nodes
 
 
 def all_dynamic(args):
@@ -12,11 +13,7 @@ def all_dynamic(args):
 
 def count_conds(ep) -> int:
     """cond nodes anywhere in the exported program, nested subgraphs included."""
-    n = 0
-    for gm in ep.graph_module.modules():
-        if isinstance(gm, torch.fx.GraphModule):
-            n += sum(node.target is torch.ops.higher_order.cond for node in gm.graph.nodes)
-    return n
+    return len(cond_nodes(ep))
 
 
 def assert_same(actual, expected, rtol=None, atol=None):

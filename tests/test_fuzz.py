@@ -14,21 +14,21 @@ BOUNDED = settings(deadline=None, derandomize=True, suppress_health_check=[Healt
 EXPORTED = programs(max_statements=12).filter(branches_on_tensors)
 
 
-@settings(BOUNDED, max_examples=60)
+@settings(BOUNDED, max_examples=100)
 @given(programs())
 def test_rewritten_matches_original(source):
     result = check_eager(source)
     assert result.divergence is None, str(result.divergence)
 
 
-@settings(BOUNDED, max_examples=6)
+@settings(BOUNDED, max_examples=8)
 @given(EXPORTED, st.sampled_from(PYTHON_ARGS))
 def test_exported_matches_original(source, python_args):
     divergence = check_export(source, python_args, strict=False)
     assert divergence is None, str(divergence)
 
 
-@settings(BOUNDED, max_examples=2)
+@settings(BOUNDED, max_examples=3)
 @given(EXPORTED, st.sampled_from(PYTHON_ARGS))
 def test_exported_matches_original_strict(source, python_args):
     divergence = check_export(source, python_args, strict=True)

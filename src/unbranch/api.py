@@ -130,6 +130,17 @@ def _is_method(fn) -> bool:
     return len(qual) > 1 and qual[-2] != "<locals>" and fn.__code__.co_argcount > 0
 
 
+def cond_nodes(ep) -> list:
+    """Every ``cond`` node of an exported program, nested subgraphs included."""
+    return [
+        node
+        for gm in ep.graph_module.modules()
+        if isinstance(gm, torch.fx.GraphModule)
+        for node in gm.graph.nodes
+        if node.target is torch.ops.higher_order.cond
+    ]
+
+
 @dataclass
 class Report:
     """What a torch_export_rewrite context rewrote."""
@@ -151,14 +162,11 @@ class Report:
         """
         counts = {rm.qualname: 0 for rm in self.rewritten}
         files = {rm.code_object.co_filename: rm.qualname for rm in self.rewritten}
-        for gm in ep.graph_module.modules():
-            for node in getattr(gm, "graph", None).nodes if hasattr(gm, "graph") else ():
-                if node.target is not torch.ops.higher_order.cond:
-                    continue
-                trace = node.meta.get("stack_trace") or ""
-                for filename, qualname in files.items():
-                    if f'"{filename}"' in trace:
-                        counts[qualname] += 1
+        for node in cond_nodes(ep):
+            trace = node.meta.get("stack_trace") or ""
+            for filename, qualname in files.items():
+                if f'"{filename}"' in trace:
+                    counts[qualname] += 1
         return counts
 
     def __str__(self):

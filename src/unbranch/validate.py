@@ -17,7 +17,7 @@ import torch
 from torch.export import Dim
 from torch.utils import _pytree as pytree
 
-from .api import observe_branches, torch_export_rewrite
+from .api import cond_nodes, observe_branches, torch_export_rewrite
 from .zoo import MODELS
 
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 5e-2}
@@ -51,15 +51,6 @@ class Result:
 
 def dynamic_shapes(kwargs: dict) -> dict:
     return {k: ({0: Dim.DYNAMIC, 1: Dim.DYNAMIC} if isinstance(v, torch.Tensor) else None) for k, v in kwargs.items()}
-
-
-def count_conds(ep) -> int:
-    return sum(
-        node.target is torch.ops.higher_order.cond
-        for gm in ep.graph_module.modules()
-        if isinstance(gm, torch.fx.GraphModule)
-        for node in gm.graph.nodes
-    )
 
 
 def max_diff(actual, expected) -> float:
@@ -109,7 +100,7 @@ def validate(name: str, dtype=torch.float16, strict: bool = False) -> Result:
     try:
         with torch_export_rewrite(model) as report:
             ep = _export(model, example, strict)
-        res.rewritten, res.conds = "ok", count_conds(ep)
+        res.rewritten, res.conds = "ok", len(cond_nodes(ep))
         res.methods = [rm.qualname for rm in report]
     except Exception as e:
         res.rewritten = _error(e)
