@@ -6,7 +6,7 @@ also exported with a dynamic batch (every ``--strict-every``-th export in strict
 compared with the original on other batch sizes. Divergences are recorded with their source,
 not raised, so one run finds them all.
 
-    python benchmarks/fuzz.py --programs 2000     # about 45 minutes on two busy cores
+    python benchmarks/fuzz.py --programs 2000     # about 15 minutes on two cores
     python benchmarks/fuzz.py --programs 100      # a quick run
     python benchmarks/fuzz.py --known-bugs        # also the constructs of fuzzing.KNOWN_BUGS
 """

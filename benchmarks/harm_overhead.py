@@ -6,7 +6,8 @@ process: the export without and inside the context, interleaved (order alternati
 busy moment on a shared machine hits both, ratio of the medians of ``--repeats`` runs and
 median of the per-pair ratios, in CPU time (wall time recorded too); and the context alone
 (discovery, rewriting, swapping in and out), cold (empty rewrite cache, as in a fresh
-process) and warm.
+process) and warm. The function calls of one export of each kind are counted too: unlike
+times, a count the load cannot move.
 
     python benchmarks/harm_overhead.py [MODEL ...] [--repeats 7]
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import statistics
+import sys
 import time
 import warnings
 
@@ -33,6 +35,22 @@ def timed(call) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     call()
     return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def calls(call) -> int:
+    """Function calls (Python and C) one run makes: a count the machine's load cannot disturb."""
+    count = 0
+
+    def profile(frame, event, arg):
+        nonlocal count
+        count += event in ("call", "c_call")
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return count
 
 
 def measure(name: str, repeats: int) -> dict:
@@ -64,6 +82,7 @@ def measure(name: str, repeats: int) -> dict:
         for label, call in order if i % 2 == 0 else order[::-1]:
             runs[label].append(timed(call))
     warm = statistics.median(timed(context)[1] for _ in range(max(repeats, 5)))
+    counted = calls(plain), calls(rewritten)
     cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
     # each rewritten run over the plain run next to it: load that drifts over seconds cancels out
     paired = statistics.median(r[1] / p[1] for p, r in zip(runs["plain"], runs["rewritten"]))
@@ -75,6 +94,7 @@ def measure(name: str, repeats: int) -> dict:
         "ratio": round(cpu["rewritten"] / cpu["plain"], 4),
         "paired_ratio": round(paired, 4),
         "wall_ratio": round(wall["rewritten"] / wall["plain"], 4),
+        "calls": {"plain": counted[0], "rewritten": counted[1], "ratio": round(counted[1] / counted[0], 5)},
         "context_cold_cpu_s": round(cold, 5),
         "context_warm_cpu_s": round(warm, 5),
         "runs_wall_cpu_s": {k: [[round(w, 4), round(c, 4)] for w, c in v] for k, v in runs.items()},
@@ -97,7 +117,7 @@ def main() -> None:
             f"{name:22s} plain {res['plain_cpu_s']:6.3f}s  in context {res['rewritten_cpu_s']:6.3f}s  "
             f"ratio {res['ratio']:.3f} (paired {res['paired_ratio']:.3f}, wall {res['wall_ratio']:.3f})  context cold "
             f"{res['context_cold_cpu_s'] * 1e3:6.1f}ms warm {res['context_warm_cpu_s'] * 1e3:5.2f}ms  "
-            f"rewrote {len(res['rewritten_functions'])}",
+            f"calls {res['calls']['rewritten'] - res['calls']['plain']:+d}  rewrote {len(res['rewritten_functions'])}",
             flush=True,
         )
     ratios = [r["ratio"] for r in results.values()]
@@ -107,6 +127,7 @@ def main() -> None:
         "median_paired_ratio": round(statistics.median(r["paired_ratio"] for r in results.values()), 4),
         "max_context_cold_cpu_s": max(r["context_cold_cpu_s"] for r in results.values()),
         "max_context_warm_cpu_s": max(r["context_warm_cpu_s"] for r in results.values()),
+        "max_calls_ratio": max(r["calls"]["ratio"] for r in results.values()),
     }
     result = {
         "machine": info,

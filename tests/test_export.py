@@ -427,3 +427,32 @@ def test_statically_decided_shape_condition_adds_no_cond(strict):
     assert "numel" not in "".join(
         str(n.meta.get("stack_trace")) for n in ep.graph_module.graph.nodes if n.target is torch.ops.higher_order.cond
     )
+
+
+class SameTensorTwice(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            b = x * 2
+            c = b
+        else:
+            b = x - 1
+            c = x + 1
+        return b + c
+
+
+class OptionalMaskInBranch(torch.nn.Module):
+    """Found by fuzzing: a None output once came back as () and took the wrong branch after."""
+
+    def forward(self, x, mask=None):
+        if x.sum() > 0:
+            if mask is not None:
+                mask = mask * 2
+        if mask is None:
+            return x + 1
+        return x - 1
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_fuzz_regressions(strict):
+    check_export(SameTensorTwice(), (pos(3, 4),), [(pos(4, 3),), (neg(2, 5),)], strict, conds=1)
+    check_export(OptionalMaskInBranch(), (pos(3, 4),), [(pos(4, 3),), (neg(2, 5),)], strict)

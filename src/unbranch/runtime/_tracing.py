@@ -30,12 +30,17 @@ def is_tensor(value) -> bool:
 
 
 def fresh_outputs(values, inputs):
-    """Higher-order ops forbid returning an input or a view of one: copy those (not the rest)."""
+    """Higher-order ops forbid returning an input, a view of one, or one tensor twice: copy those."""
     from torch.utils import _pytree as pytree
 
-    return pytree.tree_map_only(
-        torch.Tensor, lambda o: o.clone() if o._base is not None or any(o is t for t in inputs) else o, values
-    )
+    seen: list = []
+
+    def fresh(o):
+        copy = o._base is not None or any(o is t for t in (*inputs, *seen))
+        seen.append(o)
+        return o.clone() if copy else o
+
+    return pytree.tree_map_only(torch.Tensor, fresh, values)
 
 
 def fail(message: str, construct: str):

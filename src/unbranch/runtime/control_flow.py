@@ -89,7 +89,11 @@ def _first_leaf_index(operands) -> list[int]:
 
 
 def _restore_kind(out):
-    # cond returns lists where the branch returned tuples; unpacking works the same either way
+    # cond returns lists where the branch returned tuples; unpacking works the same either way.
+    # Nothing came back: the branches returned None (no outputs, or one output that is None
+    # on both sides, e.g. an optional mask absent at export): give that None back
+    if isinstance(out, (list, tuple)) and not out:
+        return None
     return tuple(out) if isinstance(out, list) else out
 
 
