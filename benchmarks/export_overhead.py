@@ -22,7 +22,6 @@ import torch
 from _common import machine, stats, write
 
 import unbranch
-from unbranch.validate import dynamic_shapes
 from unbranch.zoo import MODELS
 
 NAME = "BartModel"
@@ -126,7 +125,7 @@ def main() -> None:
     tiny = MODELS[NAME]
     model = tiny.build(NAME, torch.float32)
     kwargs = tiny.inputs(2, 7)
-    ds = dynamic_shapes(kwargs)
+    ds = tiny.dynamic_shapes(kwargs)
     with torch.no_grad():
         model(**kwargs)
 

@@ -14,7 +14,6 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import torch
-from torch.export import Dim
 from torch.utils import _pytree as pytree
 
 from .api import cond_nodes, observe_branches, torch_export_rewrite
@@ -49,10 +48,6 @@ class Result:
         return {**asdict(self), "ok": self.ok}
 
 
-def dynamic_shapes(kwargs: dict) -> dict:
-    return {k: ({0: Dim.DYNAMIC, 1: Dim.DYNAMIC} if isinstance(v, torch.Tensor) else None) for k, v in kwargs.items()}
-
-
 def max_diff(actual, expected) -> float:
     worst = 0.0
     for a, e in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected)):
@@ -64,8 +59,13 @@ def max_diff(actual, expected) -> float:
     return worst
 
 
-def _export(model, kwargs, strict):
-    return torch.export.export(model, (), kwargs=kwargs, dynamic_shapes=dynamic_shapes(kwargs), strict=strict)
+def _as(dtype, kwargs: dict) -> dict:
+    """Float inputs (pixels, mel features) in the model's dtype."""
+    return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in kwargs.items()}
+
+
+def _export(tiny, model, kwargs, strict):
+    return torch.export.export(model, (), kwargs=kwargs, dynamic_shapes=tiny.dynamic_shapes(kwargs), strict=strict)
 
 
 def _error(e: Exception) -> str:
@@ -86,12 +86,12 @@ def validate(name: str, dtype=torch.float16, strict: bool = False) -> Result:
     tiny = MODELS[name]
     res = Result(name, str(dtype).replace("torch.", ""))
     model = tiny.build(name, dtype)
-    example = tiny.inputs(2, 7)
+    example = _as(dtype, tiny.inputs(2, 7))
     with torch.no_grad():
         model(**example)  # warm-up: some models finish setting themselves up on the first call
     logging.disable(logging.WARNING)  # a failing plain export logs its whole graph
     try:
-        _export(model, example, strict)
+        _export(tiny, model, example, strict)
         res.plain = "ok"
     except Exception as e:
         res.plain = _error(e)
@@ -99,7 +99,7 @@ def validate(name: str, dtype=torch.float16, strict: bool = False) -> Result:
         logging.disable(logging.NOTSET)
     try:
         with torch_export_rewrite(model) as report:
-            ep = _export(model, example, strict)
+            ep = _export(tiny, model, example, strict)
         res.rewritten, res.conds = "ok", len(cond_nodes(ep))
         res.methods = [rm.qualname for rm in report]
     except Exception as e:
@@ -108,12 +108,12 @@ def validate(name: str, dtype=torch.float16, strict: bool = False) -> Result:
         return res
     exported = ep.module()
     # other lengths keep seq % 4 == 7 % 4: LED pads to a multiple of its window in plain Python
-    cases = {"example": (model, example), "other shape": (model, tiny.inputs(3, 11))}
+    cases = {"example": (model, example), "other shape": (model, _as(dtype, tiny.inputs(3, 11)))}
     if tiny.flip_inputs:
-        cases["flipped inputs"] = (model, tiny.inputs(3, 11, flip=True))
+        cases["flipped inputs"] = (model, _as(dtype, tiny.inputs(3, 11, flip=True)))
     flipped = copy.deepcopy(model)
     if tiny.flip_model(flipped):
-        cases["flipped weights"] = (flipped, tiny.inputs(2, 11))
+        cases["flipped weights"] = (flipped, _as(dtype, tiny.inputs(2, 11)))
     with torch.no_grad():
         for label, (eager, kwargs) in cases.items():
             exported.load_state_dict(eager.state_dict(), strict=False)
