@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 import warnings
 
 import torch
-from _common import machine, stats, write
+from _common import calls, machine, stats, write
 
 import unbranch
 from unbranch.zoo import MODELS
@@ -47,22 +46,6 @@ def compare(plain: list, inside: list, samples: bool = False) -> dict:
         if samples:
             out[clock]["samples_ms"] = {"plain": [x * 1e3 for x in a], "inside_context": [x * 1e3 for x in b]}
     return out
-
-
-def calls(call) -> int:
-    """Function calls (Python and C) one run makes: a count the machine's load cannot disturb."""
-    count = 0
-
-    def profile(frame, event, arg):
-        nonlocal count
-        count += event in ("call", "c_call")
-
-    sys.setprofile(profile)
-    try:
-        call()
-    finally:
-        sys.setprofile(None)
-    return count
 
 
 def enter_exit(model) -> tuple[float, float, list]:

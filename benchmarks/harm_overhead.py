@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import logging
 import statistics
-import sys
 import time
 import warnings
 
 import torch
-from _common import machine, write
+from _common import calls, machine, write
 
 import unbranch
 from unbranch.zoo import EXPORT_TODAY, MODELS
@@ -35,22 +34,6 @@ def timed(call) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     call()
     return time.perf_counter() - wall, time.process_time() - cpu
-
-
-def calls(call) -> int:
-    """Function calls (Python and C) one run makes: a count the machine's load cannot disturb."""
-    count = 0
-
-    def profile(frame, event, arg):
-        nonlocal count
-        count += event in ("call", "c_call")
-
-    sys.setprofile(profile)
-    try:
-        call()
-    finally:
-        sys.setprofile(None)
-    return count
 
 
 def measure(name: str, repeats: int) -> dict:
