@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .analysis.classify import Classifier
+from .analysis.effects import closures
 from .context import Context, Namer, taken_names
 from .errors import UnbranchError
-from .normalise import augmented_assign, early_return, elif_chain, leading_break
+from .normalise import early_return, elif_chain, leading_break
 from .rules import for_to_scan, if_to_cond, raise_to_check, while_to_loop
 from .source import SourceInfo
 
@@ -25,7 +26,6 @@ PASSES = [
     (elif_chain.apply, {"if"}),  # dispatched elifs become `else: if`, so each if is a replaceable statement
     (early_return.apply, {"if"}),  # the code after a one-sided return moves into the other branch
     (leading_break.apply, {"loop"}),  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
-    (augmented_assign.apply, {"if", "loop"}),  # x += y -> x = x + y in dispatched bodies (no input mutation)
     (if_to_cond.apply, {"if"}),  # liveness on the final shape of the code, then branch functions
     (for_to_scan.apply, {"loop"}),  # after the ifs: a converted if inside a loop is plain statements by now
     (while_to_loop.apply, {"loop"}),
@@ -105,6 +105,7 @@ def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compi
         strict=options.strict,
         shape_conditions=options.shape_conditions,
         self_name=classifier.self_name,
+        closures=closures(fn),
     )
     new = fn
     if options.pre_rewriter is not None:

@@ -5,7 +5,10 @@
 
 A plainly-Python left operand keeps Python's own ``and``/``or`` (its short circuit is exact
 and reads naturally); otherwise ``_ub.and_(a, lambda: b)`` keeps the short circuit for Python
-values and becomes a logical and for tensors.
+values and becomes a logical and for tensors. A right operand that binds a name with ``:=``
+cannot move into a lambda (the name would be bound there, not in the function), so it stays
+in place, evaluated only when Python would evaluate it:
+``_ub.and_(_ub_left := a, _ub.given(b) if _ub.right_needed(_ub_left, "and") else None)``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.classify import STATIC
+from ..analysis.names import expr_effects
 
 
 def runtime_predicate(expr: cst.BaseExpression, ctx) -> cst.BaseExpression:
@@ -23,13 +27,26 @@ def runtime_predicate(expr: cst.BaseExpression, ctx) -> cst.BaseExpression:
             return expr.with_changes(right=right)
         helper = "and_" if isinstance(expr.operator, cst.And) else "or_"
         left = _bare(runtime_predicate(expr.left, ctx))
-        call = ctx.runtime_call(helper, left, cst.Lambda(cst.Parameters(), _bare(right)))
+        if expr_effects(right)[1]:
+            call = _eager_right(helper, left, right, ctx)
+        else:
+            call = ctx.runtime_call(helper, left, cst.Lambda(cst.Parameters(), _bare(right)))
         return call.with_changes(lpar=expr.lpar, rpar=expr.rpar) if expr.lpar else call
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
         if kind(expr.expression) == STATIC:
             return expr
         return ctx.runtime_call("not_", _bare(runtime_predicate(expr.expression, ctx)))
     return expr
+
+
+def _eager_right(helper: str, left, right, ctx) -> cst.Call:
+    """``helper(t := left, given(right) if right_needed(t, op) else None)``: ``right`` stays in this scope."""
+    temp = cst.Name(ctx.namer.new(f"{ctx.runtime}_left"))
+    op = cst.SimpleString(f'"{helper.rstrip("_")}"')
+    needed = ctx.runtime_call("right_needed", temp, op)
+    given = ctx.runtime_call("given", _bare(right))
+    lazy = cst.IfExp(test=needed, body=given, orelse=cst.Name("None"))
+    return ctx.runtime_call(helper, cst.NamedExpr(temp, left), lazy)
 
 
 def _bare(e):

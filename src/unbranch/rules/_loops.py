@@ -6,7 +6,8 @@ import libcst as cst
 
 from ..analysis.liveness import live_in
 from ..analysis.names import block_writes, expr_reads
-from ._util import blockers, in_order, keyword, mutated_names, tuple_node
+from ..analysis.effects import block_effects
+from ._util import blockers, in_order, keyword, lost_effect, tuple_node
 
 
 class _Returns(cst.CSTVisitor):
@@ -33,8 +34,14 @@ def loop_blocker(body) -> str | None:
     return "a return inside the loop body" if v.found else None
 
 
-def carried(node, body, test, facts, exclude=()):
-    """Loop-carried variables: bound in the body and read by the next step, the test or after."""
+def carried(node, body, test, facts, ctx, exclude=()):
+    """Loop-carried variables: bound in the body and read by the next step, the test or after.
+
+    Also refuses (with the reason) a body whose side effects a body function would lose.
+    """
+    why = lost_effect(node, body, facts.defined.get(node, set()), ctx, "the loop body")
+    if why:
+        return why
     writes = block_writes(body) - set(exclude)
     needed = live_in(body, set()) | expr_reads(test) | facts.live_out.get(node, set())
     order = [cst.SimpleStatementLine([cst.Expr(test)])] if test is not None else []
@@ -43,10 +50,13 @@ def carried(node, body, test, facts, exclude=()):
     for name in names:
         if name not in before:
             return f"'{name}' is carried by the loop but not set before it"
-    mutated = mutated_names(body) & set(names)
-    if mutated:
-        return f"'{sorted(mutated)[0]}' is carried by the loop and changed in place"
     return names
+
+
+def changed_in_place(body, names, ctx) -> list:
+    """Positions (as nodes) among ``names`` of the carried values the body may change in place."""
+    mutated = block_effects(body, ctx.mutating_helpers).mutated
+    return [cst.Integer(str(i)) for i, n in enumerate(names) if n in mutated]
 
 
 def runtime_call(ctx, func: str, positional, **keywords) -> cst.Call:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..analysis.names import names_in_order
+from ..analysis.effects import block_effects, closures
+from ..analysis.names import block_writes, names_in_order
 
 
 @dataclass(frozen=True)
@@ -102,34 +103,30 @@ def blockers(stmts) -> list[tuple[cst.CSTNode, str]]:
     return v.found
 
 
-class _Mutations(cst.CSTVisitor):
-    """Names whose object a block changes in place: ``x[i] = v``, ``x.add_(1)``, ``x[m] += 1``."""
+def lost_effect(node, stmts, visible, ctx, where: str) -> str | None:
+    """Why turning ``stmts`` (the body of ``node``) into a function would lose a side effect, or None.
 
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_FunctionDef(self, node):
-        return False
-
-    visit_ClassDef = visit_Lambda = visit_FunctionDef
-
-    def _root(self, target):
-        while isinstance(target, (cst.Subscript, cst.Attribute)):
-            target = target.value
-        return target.value if isinstance(target, cst.Name) else None
-
-    def visit_AssignTarget(self, node):
-        if isinstance(node.target, cst.Subscript):
-            self.names.add(self._root(node.target))
-
-    def visit_AugAssign(self, node):
-        if isinstance(node.target, cst.Subscript):
-            self.names.add(self._root(node.target))
-
-    def visit_Call(self, node):
-        f = node.func
-        if isinstance(f, cst.Attribute) and f.attr.value.endswith("_") and not f.attr.value.endswith("__"):
-            self.names.add(self._root(f.value))
+    ``visible`` are the names bound before ``node``: a container among them changed in the
+    body cannot be carried out; neither can attribute writes, nor a rebinding that a nested
+    function defined elsewhere would have seen.
+    """
+    effects = block_effects(stmts, ctx.mutating_helpers)
+    if effects.state:
+        return f"{effects.state[0][1]} in {where} (Python state and parameters cannot leave a torch.cond/scan body)"
+    changed = effects.containers & visible
+    if changed:
+        return f"the container '{sorted(changed)[0]}' is changed in {where} (torch.cond/scan cannot return that)"
+    inside = {c.name for c in closures(node)}
+    writes = block_writes(stmts)
+    for c in ctx.closures:
+        if c.name in inside:
+            continue
+        stale = c.reads & writes
+        if stale:
+            return f"'{sorted(stale)[0]}' is rebound in {where} and read by the nested function '{c.name}'"
+        if c.rebinds and c.name in effects.calls:
+            return f"the nested function '{c.name}' called in {where} rebinds '{sorted(c.rebinds)[0]}'"
+    return None
 
 
 class _PythonValues(cst.CSTVisitor):
@@ -174,14 +171,6 @@ def binds_python_values(stmts, names) -> bool:
     for s in stmts:
         s.visit(v)
     return v.found
-
-
-def mutated_names(stmts) -> set[str]:
-    v = _Mutations()
-    for s in stmts:
-        s.visit(v)
-    v.names.discard(None)
-    return v.names
 
 
 class _ExplicitSuper(cst.CSTTransformer):

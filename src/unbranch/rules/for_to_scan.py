@@ -2,14 +2,17 @@
 
     for i in range(x.shape[0]):                  def loop_body_1(i, x, z, acc):
         z[i] = ((x[i] - y) ** 2).sum(-1)    ->       z[i] = ((x[i] - y) ** 2).sum(-1)
-        acc = acc + x[i]                             acc = acc + x[i]
+        acc += x[i]                                  acc += x[i]
                                                      return acc
                                                  acc = _ub.for_range(x.shape[0], loop_body_1,
-                                                                     reads=(x,), rows=(z,), carry=(acc,))
+                                                                     reads=(x,), rows=(z,), carry=(acc,),
+                                                                     mutated=(0,))
 
 Under export with a dynamic length this is a ``scan``; otherwise the same Python loop. The
 index may only be used as ``t[i]`` on tensors the body reads (``reads``) or fills row by
-row (``rows``); the body carries exactly the variables the next step or the code after the
+row (``rows``); ``mutated`` lists the carried values changed in place (``acc += ...``),
+which a traced step changes on a clone and which are copied back after the loop. The body
+carries exactly the variables the next step or the code after the
 loop reads. Anything else (``break``, ``x[i - 1]``, ...) stays a plain loop.
 """
 
@@ -17,9 +20,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..analysis.effects import block_effects
 from ..analysis.liveness import Facts, analyse_function
 from ..analysis.names import block_writes
-from ._loops import carried, loop_blocker, runtime_call
+from ._loops import carried, changed_in_place, loop_blocker, runtime_call
 from ._util import Rewrite, Unchanged, branch_def, call_statement, explicit_super, in_order
 
 EXAMPLES = [
@@ -39,9 +43,9 @@ EXAMPLES = [
             acc = torch.zeros(x.shape[1])
             def loop_body_1(i, x, z, acc):
                 z[i] = ((x[i] - y) ** 2).sum(-1)
-                acc = acc + x[i]
+                acc += x[i]
                 return acc
-            acc = _ub.for_range(x.shape[0], loop_body_1, reads=(x,), rows=(z,), carry=(acc,))
+            acc = _ub.for_range(x.shape[0], loop_body_1, reads=(x,), rows=(z,), carry=(acc,), mutated=(0,))
             return z, acc
         """,
     ),
@@ -190,12 +194,13 @@ class ForToScan(cst.CSTTransformer):
         index = node.target.value
         if index in self.facts.live_out.get(node, set()):
             return f"the loop variable '{index}' is used after the loop"
-        state = carried(node, body, None, self.facts, exclude=(index,))
+        state = carried(node, body, None, self.facts, self.ctx, exclude=(index,))
         if isinstance(state, str):
             return state
         it = node.iter
+        mutated = changed_in_place(body, state, self.ctx)
         if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"):
-            return [index, *state], "for_each", it, {"carry": state}, state
+            return [index, *state], "for_each", it, {"carry": state, "mutated": mutated}, state
         uses = _IndexUses(index, self.ctx)
         for s in body:
             s.visit(uses)
@@ -208,7 +213,10 @@ class ForToScan(cst.CSTTransformer):
         for name in (*reads, *rows):
             if uses.bare.get(name) or name not in defined:
                 return f"'{name}' is used in the loop other than as {name}[{index}]"
-        keywords = {"reads": reads, "rows": rows, "carry": state}
+        changed = set(reads) & block_effects(body, self.ctx.mutating_helpers).mutated
+        if changed:
+            return f"'{sorted(changed)[0]}' is read as {sorted(changed)[0]}[{index}] and changed in place in the loop"
+        keywords = {"reads": reads, "rows": rows, "carry": state, "mutated": mutated}
         return [index, *reads, *rows, *state], "for_range", it.args[0].value, keywords, state
 
 

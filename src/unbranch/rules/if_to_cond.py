@@ -22,6 +22,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.classify import TENSOR
+from ..analysis.effects import block_effects
 from ..analysis.liveness import ALL, Facts, analyse_function, assigned, live_in, meet, orelse_body
 from ..analysis.names import block_writes
 from ..normalise.boolean_ops import runtime_predicate
@@ -37,7 +38,7 @@ from ._util import (
     explicit_super,
     in_order,
     keyword,
-    mutated_names,
+    lost_effect,
     tuple_node,
 )
 
@@ -166,14 +167,18 @@ class IfToCond(cst.CSTTransformer):
         declared = block_writes(body + orelse) & facts.declared_nonlocal
         if declared:
             return f"'{sorted(declared)[0]}' is declared global/nonlocal and assigned in a branch"
+        why = lost_effect(node, body + orelse, facts.defined.get(node, set()), self.ctx, "a branch")
+        if why:
+            return why
         before = facts.defined.get(node, set())
-        mutated = mutated_names(body + orelse) & facts.locals
+        mutated = block_effects(body + orelse, self.ctx.mutating_helpers).mutated & facts.locals
         if returns:
             outputs = None
             live_end = set()
         else:
             live = facts.live_out.get(node, set())
-            outputs = in_order((block_writes(body + orelse) | mutated) & live & facts.locals, body + orelse)
+            # a name only changed in place needs no output: the runtime writes the change back
+            outputs = in_order(block_writes(body + orelse) & live & facts.locals, body + orelse)
             both = meet(assigned(body), assigned(orelse))
             for name in outputs:
                 if name not in before and (both is not ALL and name not in both):
@@ -183,7 +188,7 @@ class IfToCond(cst.CSTTransformer):
         reads = set()
         for part in (body, orelse):
             reads |= live_in(part, live_end)
-        operands = in_order(reads & facts.locals, body + orelse)
+        operands = in_order((reads | (mutated & before)) & facts.locals, body + orelse)
         for name in operands:
             if name not in before:
                 return f"'{name}' may be unbound when the if runs"

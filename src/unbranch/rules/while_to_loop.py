@@ -18,7 +18,7 @@ import libcst as cst
 
 from ..analysis.liveness import Facts, analyse_function
 from ..normalise.boolean_ops import runtime_predicate
-from ._loops import carried, loop_blocker, runtime_call
+from ._loops import carried, changed_in_place, loop_blocker, runtime_call
 from ._util import Rewrite, branch_def, call_statement, explicit_super, tuple_node
 
 EXAMPLES = [
@@ -39,10 +39,10 @@ EXAMPLES = [
             def loop_cond_1(n, acc):
                 return n > 0
             def loop_body_1(n, acc):
-                acc = acc + x[0]
-                n = n - 1
+                acc += x[0]
+                n -= 1
                 return n, acc
-            n, acc = _ub.while_stmt(loop_cond_1, loop_body_1, (n, acc))
+            n, acc = _ub.while_stmt(loop_cond_1, loop_body_1, (n, acc), mutated=(0, 1))
             return acc
         """,
     ),
@@ -97,7 +97,10 @@ class WhileToLoop(cst.CSTTransformer):
             branch_def(cond_name, state, [pred], []).with_changes(leading_lines=updated.leading_lines),
             branch_def(body_name, state, explicit_super(body, ctx.self_name), state),
         ]
-        call = runtime_call(ctx, "while_stmt", [cst.Name(cond_name), cst.Name(body_name), tuple_node(state)])
+        mutated = changed_in_place(body, state, ctx)
+        call = runtime_call(
+            ctx, "while_stmt", [cst.Name(cond_name), cst.Name(body_name), tuple_node(state)], mutated=mutated
+        )
         ctx.note(original, "while_loop", f"carry: {', '.join(state)}")
         return cst.FlattenSentinel([*defs, call_statement(state, call)])
 
@@ -107,7 +110,7 @@ class WhileToLoop(cst.CSTTransformer):
         why = loop_blocker(body)
         if why:
             return why
-        state = carried(node, body, test, self.facts)
+        state = carried(node, body, test, self.facts, self.ctx)
         if isinstance(state, str):
             return state
         if not state:

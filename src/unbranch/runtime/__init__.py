@@ -6,7 +6,19 @@ symbolic, so eager runs of rewritten code stay exact and cheap.
 """
 
 from .checks import raise_if, unconverted
-from .control_flow import and_, if_stmt, not_, or_
+from .control_flow import and_, given, if_stmt, not_, or_, right_needed
 from .loops import for_each, for_range, while_stmt
 
-__all__ = ["and_", "for_each", "for_range", "if_stmt", "not_", "or_", "raise_if", "unconverted", "while_stmt"]
+__all__ = [
+    "and_",
+    "for_each",
+    "for_range",
+    "given",
+    "if_stmt",
+    "not_",
+    "or_",
+    "raise_if",
+    "right_needed",
+    "unconverted",
+    "while_stmt",
+]

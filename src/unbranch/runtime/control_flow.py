@@ -24,11 +24,13 @@ observers: list = []
 def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True):
     """Run ``then_fn(*operands)`` or ``else_fn(*operands)``; a ``torch.cond`` when ``pred`` is symbolic.
 
-    ``mutated`` lists the operand positions a branch writes in place: under ``torch.cond``
-    the branches get clones of those, since cond forbids input mutation. ``tensor_outputs``
-    is False when the compiler saw a branch produce a Python value (None, a float...): no
-    cond can return that, so a shape condition takes the plain branch (and specialises, as
-    the original ``if`` does) instead of failing the export.
+    ``mutated`` lists the operand positions a branch may change in place. Eagerly the branch
+    changes them itself, exactly as the original ``if``; under ``torch.cond`` (which forbids
+    input mutation) the branches change clones, return them, and the change is copied back
+    into the original tensors after the cond, so views and aliases of them see it too.
+    ``tensor_outputs`` is False when the compiler saw a branch produce a Python value (None, a
+    float...): no cond can return that, so a shape condition takes the plain branch (and
+    specialises, as the original ``if`` does) instead of failing the export.
     """
     if not tensor_outputs and isinstance(pred, torch.Tensor) and is_symbolic(pred):
         fail(
@@ -36,7 +38,15 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
             "which torch.cond cannot return",
             f"if at {origin_of_caller(1)}",
         )
-    if not is_symbolic(pred) or not (tensor_outputs or isinstance(pred, torch.Tensor)):
+    if is_symbolic(pred) and _runs_inplace_modules(operands):
+        mutated = _tensor_operands(operands)  # what an inplace module changes is not visible in the source
+    unwritable = _unwritable(then_fn, operands, mutated) if is_symbolic(pred) else None
+    if unwritable and isinstance(pred, torch.Tensor):
+        fail(
+            f"a branch of this if changes {unwritable} in place, which torch.cond cannot carry out of a branch",
+            f"if at {origin_of_caller(1)}",
+        )
+    if not is_symbolic(pred) or unwritable or not (tensor_outputs or isinstance(pred, torch.Tensor)):
         taken = True if pred else False
         if observers:
             caller = sys._getframe(1)
@@ -50,42 +60,80 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
             # A shape condition torch.cond cannot take (e.g. non-tensor outputs): specialise on
             # it as the plain ``if`` would have, rather than fail an export that worked before.
             return then_fn(*operands) if pred else else_fn(*operands)
+        if "mutation" in str(e) and set(mutated) != set(_tensor_operands(operands)):
+            # changed in place by code the compiler cannot see (a helper, a C extension):
+            # every tensor operand gets the clone-and-write-back treatment
+            return _cond(pred, then_fn, else_fn, operands, _tensor_operands(operands))
         first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
         raise UnbranchError(
             f"torch.cond rejected this if on a tensor condition: {first}", construct=f"if at {origin_of_caller(1)}"
         ) from e
 
 
+_IMMUTABLE = (int, float, bool, complex, str, bytes, type(None), torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _tensor_operands(operands) -> list[int]:
+    return [k for k, op in enumerate(operands) if isinstance(op, torch.Tensor)]
+
+
+def _runs_inplace_modules(operands) -> bool:
+    """Does a module among the operands (``self``) hold a submodule that works in place (``ReLU(inplace=True)``)?"""
+    for value in operands:
+        if isinstance(value, torch.nn.Module):
+            if any(getattr(m, "inplace", False) is True for m in value.children()):
+                return True
+    return False
+
+
+def _unwritable(branch, operands, mutated) -> str | None:
+    """The first operand a branch changes in place that is neither a tensor nor immutable, described."""
+    for k in mutated:
+        value = operands[k]
+        if isinstance(value, (torch.Tensor, _IMMUTABLE)):
+            continue
+        if isinstance(value, tuple) and all(isinstance(v, (torch.Tensor, _IMMUTABLE)) for v in value):
+            continue  # only its tensors can change, in place
+        name = branch.__code__.co_varnames[k] if k < branch.__code__.co_argcount else f"operand {k}"
+        return f"'{name}' (a {type(value).__name__})"
+    return None
+
+
 def _cond(pred, then_fn, else_fn, operands, mutated):
     leaves, spec = pytree.tree_flatten(tuple(operands))
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tensors = [leaves[i] for i in positions]
-    starts = _first_leaf_index(operands)
-    writable = {positions.index(starts[k]) for k in mutated if starts[k] in positions}
+    owners = _leaf_owners(operands)
+    changed = set(mutated)
+    writable = [k for k, i in enumerate(positions) if owners[i] in changed]
 
     def adapt(fn):
         def branch(*ts):
             values = list(leaves)
+            clones = []
             for k, (i, t) in enumerate(zip(positions, ts)):
-                values[i] = t.clone() if k in writable else t
+                if k in writable:
+                    t = t.clone()
+                    clones.append(t)
+                values[i] = t
             out = fn(*pytree.tree_unflatten(values, spec))
-            if out is None:
-                return ()
-            return fresh_outputs(out, ts)
+            out = () if out is None else out
+            return fresh_outputs((out, tuple(clones)) if writable else out, ts)
 
         branch.__name__ = getattr(fn, "__name__", "branch")
         return branch
 
     out = torch.cond(pred, adapt(then_fn), adapt(else_fn), tuple(tensors))
+    if writable:
+        out, written = out
+        for k, value in zip(writable, written):
+            tensors[k].copy_(value)
     return _restore_kind(out)
 
 
-def _first_leaf_index(operands) -> list[int]:
-    index, starts = 0, []
-    for op in operands:
-        starts.append(index)
-        index += len(pytree.tree_leaves(op)) or 1
-    return starts
+def _leaf_owners(operands) -> list[int]:
+    """For each pytree leaf of ``operands``, the position of the operand it belongs to."""
+    return [k for k, op in enumerate(operands) for _ in pytree.tree_leaves(op)]
 
 
 def _restore_kind(out):
@@ -125,6 +173,18 @@ def or_(left, right_fn):
     if isinstance(left, torch.Tensor) or isinstance(right, torch.Tensor):
         return torch.logical_or(_bool_tensor(left), _bool_tensor(right))
     return left | right
+
+
+def right_needed(left, op: str) -> bool:
+    """Would ``left and/or right`` evaluate ``right``? (Always, for a symbolic ``left``.)"""
+    if is_symbolic(left):
+        return True
+    return bool(left) if op == "and" else not left
+
+
+def given(value):
+    """A right operand already evaluated, in the form ``and_``/``or_`` take."""
+    return lambda: value
 
 
 def not_(value):

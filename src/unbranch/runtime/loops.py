@@ -3,7 +3,10 @@
     acc = _ub.for_range(x.shape[0], loop_body_1, reads=(x,), rows=(z,), carry=(acc,))
     n, acc = _ub.while_stmt(loop_cond_2, loop_body_2, (n, acc))
 
-The body keeps the user's statements. Under ``scan`` it receives, for each tensor it reads
+The body keeps the user's statements, in-place updates included: ``mutated`` names the
+carried values the body may change in place. Eagerly they change as in the original loop;
+under ``scan``/``while_loop`` (which forbid that) each step changes a clone, and the final
+value is copied back into the original tensor, so its aliases see it. Under ``scan`` the body receives, for each tensor it reads
 as ``x[i]``, a view whose ``[i]`` is the current slice, and for each tensor it fills as
 ``z[i] = v``, a sink that keeps ``v``; the stacked rows are written into ``z`` afterwards.
 """
@@ -54,7 +57,19 @@ def _symbolic_length(n) -> bool:
     return isinstance(n, torch.SymInt) or torch.compiler.is_dynamo_compiling()
 
 
-def for_range(n, body, reads=(), rows=(), carry=()):
+def _fresh_carry(state, mutated):
+    """The carried values a traced step may change in place, cloned (loop ops forbid input mutation)."""
+    return tuple(v.clone() if k in mutated else v for k, v in enumerate(state))
+
+
+def _write_back(carry, final, mutated):
+    """Copy what the loop left in in-place-changed carries into the originals (their aliases see it)."""
+    for k in mutated:
+        if isinstance(carry[k], torch.Tensor):
+            carry[k].copy_(final[k])
+
+
+def for_range(n, body, reads=(), rows=(), carry=(), mutated=()):
     """``for i in range(n): body`` -> ``scan`` over ``i`` when ``n`` is a symbolic size."""
     tensors = all(isinstance(t, torch.Tensor) for t in (*reads, *rows, *pytree.tree_leaves(carry)))
     if not (tensors and _symbolic_length(n)):
@@ -67,7 +82,8 @@ def for_range(n, body, reads=(), rows=(), carry=()):
     def step(state, xs):
         index, *slices = xs
         sinks = [_Sink() for _ in rows]
-        out = _as_tuple(body(index, *(_Row(s) for s in slices), *sinks, *state[: len(carry)]), len(carry))
+        own = _fresh_carry(state[: len(carry)], mutated)
+        out = _as_tuple(body(index, *(_Row(s) for s in slices), *sinks, *own), len(carry))
         ys = tuple(s.value for s in sinks)
         out = fresh_outputs(out, (*state, *slices)) or (state[0] + 0,)  # scan needs a carry: a dummy one
         return out, fresh_outputs(ys, (*state, *slices, *out))
@@ -77,10 +93,11 @@ def for_range(n, body, reads=(), rows=(), carry=()):
     state, ys = scan(step, tuple(carry) or (torch.zeros((), device=device),), xs)
     for target, stacked in zip(rows, ys):
         target[: stacked.shape[0]] = stacked
+    _write_back(carry, state, mutated)
     return _from_tuple(tuple(state)[: len(carry)])
 
 
-def for_each(iterable, body, carry=()):
+def for_each(iterable, body, carry=(), mutated=()):
     """``for row in x: body`` -> ``scan`` over the first dimension of a tensor of symbolic length."""
     symbolic = isinstance(iterable, torch.Tensor) and _symbolic_length(iterable.shape[0])
     if not symbolic or not all(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(carry)):
@@ -91,14 +108,15 @@ def for_each(iterable, body, carry=()):
     from torch._higher_order_ops.scan import scan
 
     def step(state, row):
-        out = _as_tuple(body(row, *state[: len(carry)]), len(carry))
+        out = _as_tuple(body(row, *_fresh_carry(state[: len(carry)], mutated)), len(carry))
         return fresh_outputs(out, (*state, row)) or (state[0] + 0,), ()
 
     state, _ = scan(step, tuple(carry) or (torch.zeros((), device=iterable.device),), iterable)
+    _write_back(carry, state, mutated)
     return _from_tuple(tuple(state)[: len(carry)])
 
 
-def while_stmt(cond, body, carry=()):
+def while_stmt(cond, body, carry=(), mutated=()):
     """``while cond: body`` -> ``while_loop`` once the condition is a symbolic value."""
     state = tuple(carry)
     while True:
@@ -115,6 +133,8 @@ def while_stmt(cond, body, carry=()):
         return p if not isinstance(p, torch.Tensor) or p.dtype == torch.bool else p != 0
 
     def step(*values):
-        return fresh_outputs(_as_tuple(body(*values), len(carry)), values)
+        return fresh_outputs(_as_tuple(body(*_fresh_carry(values, mutated)), len(carry)), values)
 
-    return _from_tuple(tuple(while_loop(test, step, state)))
+    final = tuple(while_loop(test, step, state))
+    _write_back(state, final, mutated)
+    return _from_tuple(final)

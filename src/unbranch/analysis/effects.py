@@ -1,0 +1,267 @@
+"""What a block of statements does besides binding names: the side effects a rule must keep.
+
+A branch or loop body that becomes a function loses every effect that does not travel
+through its parameters and return values. ``block_effects`` lists them:
+
+- ``mutated``: local names whose object may change in place (``x[i] = v``, ``x.add_(1)``,
+  ``out=x``, ``inplace=True``, ``x += v``, a helper known to mutate its argument), followed
+  back through aliases bound in the block (``v = x[0]; v.add_(1)`` mutates ``x``);
+- ``containers``: names changed through list/dict/set methods (``aux.append(v)``);
+- ``state``: writes to attributes (``self.cache = v``, ``self.buf.add_(1)``): Python state or
+  parameters/buffers, which no branch output can carry;
+- ``calls``: names of functions the block calls (a closure called there sees its cells).
+
+Facts only: the rules decide what to do with them (write back, or leave the code as Python).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import libcst as cst
+
+from .names import def_free_reads, expr_reads, target_names
+
+# methods that return a view of (or the very) tensor they are called on
+VIEW_METHODS = frozenset(
+    "view view_as reshape reshape_as transpose t permute squeeze unsqueeze expand expand_as narrow select "
+    "unfold chunk split tensor_split split_with_sizes unbind flatten unflatten diagonal movedim moveaxis "
+    "swapaxes swapdims as_strided detach contiguous to type type_as float half double bfloat16 int long "
+    "bool short char byte real imag values indices".split()
+)
+# torch.* functions that return a view of their first argument
+VIEW_FUNCTIONS = frozenset(
+    "narrow select transpose t permute squeeze unsqueeze chunk split tensor_split unbind flatten unflatten "
+    "diagonal movedim moveaxis swapaxes swapdims as_strided detach reshape view_as_real view_as_complex".split()
+)
+VIEW_ATTRIBUTES = frozenset("T mT H mH real imag data".split())
+CONTAINER_METHODS = frozenset(
+    "append extend insert remove clear update setdefault popitem sort reverse discard pop".split()
+)
+
+
+@dataclass(frozen=True)
+class Effects:
+    mutated: frozenset  # names whose object may change in place (aliases followed back)
+    containers: frozenset  # names changed through container methods
+    state: tuple  # (node, description) for each write to an attribute
+    calls: frozenset  # plain names the block calls
+
+
+def _root(expr):
+    """``x`` for ``x``, ``x[i]``, ``x.a.b``, ``x[i].T``; ``None`` for anything else."""
+    while isinstance(expr, (cst.Subscript, cst.Attribute)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _through_attribute(expr) -> bool:
+    """Does the chain reach its root through an attribute that is not a tensor view (``self.buf``)?"""
+    while isinstance(expr, (cst.Subscript, cst.Attribute)):
+        if isinstance(expr, cst.Attribute) and expr.attr.value not in VIEW_ATTRIBUTES:
+            return True
+        expr = expr.value
+    return False
+
+
+def alias_roots(expr) -> set[str]:
+    """Names whose object ``expr`` may be (or be a view of): what mutating its value may change."""
+    if isinstance(expr, cst.Name):
+        return {expr.value}
+    if isinstance(expr, (cst.Subscript, cst.Attribute)):
+        return alias_roots(expr.value)
+    if isinstance(expr, cst.Call):
+        f = expr.func
+        if isinstance(f, cst.Attribute):
+            method = f.attr.value
+            if method in VIEW_METHODS or (method.endswith("_") and not method.endswith("__")):
+                return alias_roots(f.value)
+            if _root(f) == "torch" and method in VIEW_FUNCTIONS and expr.args:
+                return alias_roots(expr.args[0].value)
+        return set()
+    if isinstance(expr, cst.IfExp):
+        return alias_roots(expr.body) | alias_roots(expr.orelse)
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return set().union(*(alias_roots(el.value) for el in expr.elements))
+    if isinstance(expr, cst.NamedExpr):
+        return alias_roots(expr.value)
+    return set()
+
+
+class _Sites(cst.CSTVisitor):
+    """Mutation sites, container updates, attribute writes, aliases and calls of a block."""
+
+    def __init__(self, mutating_helpers):
+        self.helpers = mutating_helpers or {}
+        self.mutated: set[str] = set()
+        self.containers: set[str] = set()
+        self.state: list = []
+        self.aliases: dict[str, set[str]] = {}
+        self.calls: set[str] = set()
+
+    def _store(self, target, node, what: str) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._store(el.value, node, what)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._store(target.value, node, what)
+            return
+        if not isinstance(target, (cst.Subscript, cst.Attribute)):
+            return
+        if _through_attribute(target):
+            self.state.append((node, what))
+        root = _root(target)
+        if root is not None:
+            self.mutated.add(root)
+
+    def _alias(self, target, value) -> None:
+        roots = alias_roots(value)
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._alias(el.value, value)
+            return
+        for name in target_names(target):
+            self.aliases.setdefault(name, set()).update(roots)
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self._store(t.target, node, "an assignment to an attribute")
+            self._alias(t.target, node.value)
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            self._store(node.target, node, "an assignment to an attribute")
+            self._alias(node.target, node.value)
+
+    def visit_AugAssign(self, node):
+        self._store(node.target, node, "an augmented assignment to an attribute")
+        if isinstance(node.target, cst.Name):
+            self.mutated.add(node.target.value)  # in place for tensors and lists, a rebinding otherwise
+
+    def visit_Del(self, node):
+        self._store(node.target, node, "a del of an attribute")
+
+    def visit_For(self, node):
+        self._alias(node.target, node.iter)  # rows of a tensor are views of it
+
+    def visit_NamedExpr(self, node):
+        self._alias(node.target, node.value)
+
+    def visit_Call(self, node):
+        f = node.func
+        if isinstance(f, cst.Name):
+            self.calls.add(f.value)
+        receiver = f.value if isinstance(f, cst.Attribute) else None
+        method = f.attr.value if isinstance(f, cst.Attribute) else None
+        if method is not None and method.endswith("_") and not method.endswith("__"):
+            if _root(receiver) == "torch" or (isinstance(receiver, cst.Attribute) and _root(receiver) == "torch"):
+                self._mutate_arg(node, 0, "an in-place torch function on an attribute")
+            else:
+                self._mutate(receiver, node, f"an in-place .{method}() on an attribute")
+        elif method in CONTAINER_METHODS and receiver is not None:
+            self._mutate(receiver, node, f".{method}() on an attribute")
+            self.containers |= alias_roots(receiver)
+        for arg in node.args:
+            kw = arg.keyword.value if arg.keyword is not None else None
+            if kw == "out":
+                self._mutate(arg.value, node, "out= into an attribute")
+            if kw == "inplace" and not (isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+                self._mutate_arg(node, 0, "an inplace=True call on an attribute")
+        callee = _callee_text(f)
+        for position in self.helpers.get(callee, ()):
+            self._mutate_arg(node, position, f"{callee}() changing an attribute")
+
+    def _mutate_arg(self, call, position: int, what: str) -> None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if position < len(positional):
+            self._mutate(positional[position].value, call, what)
+
+    def _mutate(self, expr, node, what: str) -> None:
+        if _through_attribute(expr):
+            self.state.append((node, what))
+        self.mutated |= alias_roots(expr)
+
+
+def _callee_text(func) -> str | None:
+    """``helper`` or ``self.helper`` (the forms a helper summary is keyed by)."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        return f"{func.value.value}.{func.attr.value}"
+    return None
+
+
+def block_effects(stmts, mutating_helpers=None) -> Effects:
+    """The side effects of running ``stmts`` (nested functions' bodies included: they may run there).
+
+    ``mutating_helpers`` maps a callee (``fill_`` or ``self.fill_``) to the positions of the
+    arguments it changes in place (see :func:`mutated_parameters`).
+    """
+    key = tuple(sorted((k, tuple(v)) for k, v in (mutating_helpers or {}).items()))
+    return _effects(tuple(stmts), key)
+
+
+@functools.lru_cache(maxsize=16384)
+def _effects(stmts: tuple, helpers_key: tuple) -> Effects:
+    v = _Sites(dict(helpers_key))
+    for s in stmts:
+        s.visit(v)
+    mutated = set(v.mutated)
+    changed = True
+    while changed:  # a mutated alias mutates what it aliases
+        grown = mutated.union(*(v.aliases.get(n, set()) for n in mutated))
+        changed, mutated = grown != mutated, grown
+    return Effects(frozenset(mutated), frozenset(v.containers), tuple(v.state), frozenset(v.calls))
+
+
+def mutated_parameters(fn: cst.FunctionDef, mutating_helpers=None) -> tuple[int, ...]:
+    """Positions (``self`` excluded for methods: call-site positions) of the parameters ``fn`` changes in place."""
+    params = [p.name.value for p in fn.params.params]
+    effects = block_effects(fn.body.body, mutating_helpers)
+    return tuple(i for i, p in enumerate(params) if p in effects.mutated)
+
+
+@dataclass(frozen=True)
+class Closure:
+    name: str
+    reads: frozenset  # names of the enclosing function it reads when called
+    rebinds: frozenset  # names it declares nonlocal
+
+
+class _Closures(cst.CSTVisitor):
+    def __init__(self, skip, depth):
+        self.skip = skip
+        self.found: list[Closure] = []
+        self.depth = depth
+
+    def visit_FunctionDef(self, node):
+        if self.depth and node.name.value not in self.skip:
+            nonlocal_names = set()
+            for s in node.body.body:
+                if isinstance(s, cst.SimpleStatementLine):
+                    for small in s.body:
+                        if isinstance(small, cst.Nonlocal):
+                            nonlocal_names |= {n.name.value for n in small.names}
+            self.found.append(Closure(node.name.value, frozenset(def_free_reads(node)), frozenset(nonlocal_names)))
+        self.depth += 1
+
+    def leave_FunctionDef(self, node):
+        self.depth -= 1
+
+    def visit_Assign(self, node):
+        if self.depth == 1 and isinstance(node.value, cst.Lambda):
+            reads = frozenset(expr_reads(node.value))
+            for name in set().union(*(target_names(t.target) for t in node.targets)):
+                self.found.append(Closure(name, reads, frozenset()))
+
+
+def closures(node: cst.CSTNode, skip=()) -> list[Closure]:
+    """Functions (and lambdas bound to names) defined inside ``node``: what each reads and rebinds.
+
+    For a ``def`` node these are its nested functions, not the function itself.
+    """
+    v = _Closures(set(skip), 0 if isinstance(node, cst.FunctionDef) else 1)
+    node.visit(v)
+    return v.found
