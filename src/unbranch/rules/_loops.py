@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..analysis.effects import block_effects
 from ..analysis.liveness import live_in
 from ..analysis.names import block_writes, expr_reads
-from ..analysis.effects import block_effects
 from ._util import blockers, in_order, keyword, lost_effect, tuple_node
 
 

@@ -6,9 +6,10 @@
 The body keeps the user's statements, in-place updates included: ``mutated`` names the
 carried values the body may change in place. Eagerly they change as in the original loop;
 under ``scan``/``while_loop`` (which forbid that) each step changes a clone, and the final
-value is copied back into the original tensor, so its aliases see it. Under ``scan`` the body receives, for each tensor it reads
-as ``x[i]``, a view whose ``[i]`` is the current slice, and for each tensor it fills as
-``z[i] = v``, a sink that keeps ``v``; the stacked rows are written into ``z`` afterwards.
+value is copied back into the original tensor, so its aliases see it. Under ``scan`` the
+body receives, for each tensor it reads as ``x[i]``, a view whose ``[i]`` is the current
+slice, and for each tensor it fills as ``z[i] = v``, a sink that keeps ``v``; the stacked
+rows are written into ``z`` afterwards.
 """
 
 from __future__ import annotations
