@@ -9,6 +9,10 @@ not raised, so one run finds them all.
     python benchmarks/fuzz.py --programs 2000     # about 15 minutes on two cores
     python benchmarks/fuzz.py --programs 100      # a quick run
     python benchmarks/fuzz.py --known-bugs        # also the constructs of fuzzing.KNOWN_BUGS
+    python benchmarks/fuzz.py --effects           # aliases, views, in-place ops, helpers, lists, closures
+
+An ``if`` whose effects a branch function would lose must be refused with its reason: such
+exports are counted as refusals (results/fuzz_effects.json), not as errors.
 """
 
 from __future__ import annotations
@@ -28,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fuzzing import PYTHON_ARGS, branches_on_tensors, check_eager, check_export, programs  # noqa: E402
 
 
-def run(n: int, export_every: int, strict_every: int, random_seed: int, known_bugs: bool) -> dict:
+def run(n: int, export_every: int, strict_every: int, random_seed: int, known_bugs: bool, effects: bool) -> dict:
     tally = {"programs": 0, "exports": 0, "strict_exports": 0, "sides_taken": 0, "sides": 0}
-    sources, rewrite_seconds, divergences = set(), [], []
+    sources, rewrite_seconds, divergences, refusals = set(), [], [], []
     slowest = (0.0, "")
 
     @seed(random_seed)
@@ -41,7 +45,7 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, known_bu
         phases=[Phase.generate],  # record every divergence, do not stop at the first to shrink it
         suppress_health_check=list(HealthCheck),
     )
-    @given(programs(known_bugs=known_bugs))
+    @given(programs(known_bugs=known_bugs, effects=effects))
     def one(source):
         nonlocal slowest
         i = tally["programs"]
@@ -61,7 +65,9 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, known_bu
             tally["exports"] += 1
             tally["strict_exports"] += strict
             divergence = check_export(source, PYTHON_ARGS[k % len(PYTHON_ARGS)], strict)
-            if divergence is not None:
+            if divergence is not None and divergence.kind == "refusal":
+                refusals.append(divergence)
+            elif divergence is not None:
                 divergences.append(divergence)
         if i % 100 == 99:
             print(f"  {i + 1} programs, {len(divergences)} divergence(s)", flush=True)
@@ -76,6 +82,8 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, known_bu
         "rewrite_errors": kinds.count("rewrite"),
         "export_divergences": kinds.count("export"),
         "export_errors": kinds.count("export-error"),
+        "refusals": len(refusals),
+        "refusal_reasons": sorted({d.detail.split(": ", 2)[-1][:160] for d in refusals}),
         "branch_sides_taken": tally["sides_taken"] / max(tally["sides"], 1),
         "rewrite_seconds": {
             "median": statistics.median(ordered),
@@ -94,22 +102,24 @@ def main() -> None:
     parser.add_argument("--strict-every", type=int, default=4, help="one export in this many is strict")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--known-bugs", action="store_true", help="also draw fuzzing.KNOWN_BUGS constructs")
+    parser.add_argument("--effects", action="store_true", help="also draw side effects (aliases, in-place ops...)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     start = time.perf_counter()
-    result = run(args.programs, args.export_every, args.strict_every, args.seed, args.known_bugs)
+    result = run(args.programs, args.export_every, args.strict_every, args.seed, args.known_bugs, args.effects)
     result = {
         "seconds": time.perf_counter() - start,
         "settings": vars(args),
         **result,
         "machine": machine(),
     }
-    path = write("fuzz", result)
+    path = write("fuzz_effects" if args.effects else "fuzz", result)
     print(
         f"{result['programs']} programs ({result['distinct_programs']} distinct) in {result['seconds']:.0f} s: "
         f"{result['eager_divergences']} eager divergence(s), {result['rewrite_errors']} rewrite error(s); "
         f"{result['exports']} exports ({result['strict_exports']} strict): {result['export_divergences']} "
-        f"divergence(s), {result['export_errors']} error(s); {result['branch_sides_taken']:.0%} of branch sides "
+        f"divergence(s), {result['export_errors']} error(s), {result['refusals']} refusal(s); "
+        f"{result['branch_sides_taken']:.0%} of branch sides "
         f"taken; rewrite median {result['rewrite_seconds']['median']:.2f} s, max "
         f"{result['rewrite_seconds']['max']:.1f} s -> {path}"
     )

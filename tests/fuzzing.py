@@ -6,7 +6,11 @@ mixed with ``and``/``or``/``not``, assignments, ``+=``/``-=``/``*=`` and early r
 ``y`` are ``(k, 3)`` tensors, ``mask`` is ``None`` or a ``(3,)`` tensor. Every generated program
 runs eagerly and returns a tensor (or a pair of tensors) on every path; it stays within what
 unbranch converts (a variable is read only where every path defined it, all returns have one
-arity). Shared by ``tests/test_fuzz.py`` (bounded) and ``benchmarks/fuzz.py`` (long run).
+arity). With ``effects=True`` programs also alias and view their tensors, change them in
+place (methods, masked stores, a helper that halves its argument), append to a list and call
+a closure; the inputs' state after the call is compared too, and an ``if`` whose effects a
+branch function would lose must be refused clearly (a "refusal", not a divergence).
+Shared by ``tests/test_fuzz.py`` (bounded) and ``benchmarks/fuzz.py`` (long run).
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ TENSOR_TESTS = (
 )
 PYTHON_TESTS = ("flag", "n > 2", "mask is None", "mask is not None")
 SHAPE_TESTS = ("{v}.shape[0] > 3", "{v}.size(0) < 4")  # SymBools under a dynamic batch
+INPLACE = ("{t}.mul_(0.5)", "{t}.add_(1.0)", "{t}.clamp_(-2.0, 2.0)", "{t}[{t} > 1.0] = 0.5", "halve_({t})")
+# what an effects program defines before f: a helper unbranch reads to see that it changes its argument
+PRELUDE = ["def halve_(t):", "    t.mul_(0.5)", "", ""]
 # constructs that diverge today, drawn only with programs(known_bugs=True) until they are fixed
 KNOWN_BUGS = {
     "return b, b": "a branch returning one tensor twice: cond rejects output-to-output aliasing",
@@ -67,8 +74,11 @@ KNOWN_BUGS = {
 class _Writer:
     """Draws one program; ``names`` is always the set of tensor variables defined on every path."""
 
-    def __init__(self, draw, arity: int, known_bugs: bool, budget: int):
+    def __init__(self, draw, arity: int, known_bugs: bool, budget: int, effects: bool = False):
         self.draw, self.arity, self.known_bugs, self.budget = draw, arity, known_bugs, budget
+        self.effects = effects
+        # one program in four may append to the list or call the closure (ifs doing so are refused)
+        self.refusable = effects and draw(st.integers(0, 3)) == 0
 
     def choose(self, options):
         return self.draw(st.sampled_from(options))
@@ -79,7 +89,7 @@ class _Writer:
         ``fresh`` excludes a bare name: ``a = x`` would alias, and a later ``a += 1`` in a branch
         (rebound there by design) would then no longer update ``x`` as Python does.
         """
-        kinds = ("unary", "binary") if fresh else ("name", "name", "unary", "binary")
+        kinds = ("unary", "binary") if fresh and not self.effects else ("name", "name", "unary", "binary")
         kind = self.choose(kinds) if depth < 2 else "name"
         if kind == "name":
             return self.choose(sorted(names)), True
@@ -113,6 +123,8 @@ class _Writer:
 
     def ret(self, names) -> str:
         values = [self.expr(names)[0] for _ in range(self.arity)]
+        if self.effects:
+            values[0] = f"{_paren(values[0], False)} + len(aux)"
         if len(values) == 2 and values[0] == values[1] and not self.known_bugs:
             values[1] = f"torch.sin({values[1]})"  # `return b, b`: see KNOWN_BUGS
         return "return " + ", ".join(values)
@@ -123,8 +135,21 @@ class _Writer:
         for _ in range(self.draw(st.integers(1, 4 if depth == 0 else 3))):
             self.budget -= 1
             simple = depth >= MAX_DEPTH or self.budget <= 0
-            kind = self.choose(("assign", "augassign") if simple else ("assign", "augassign", "if", "if", "mask"))
-            if kind == "assign":
+            kinds = ("assign", "augassign") if simple else ("assign", "augassign", "if", "if", "mask")
+            if self.effects:
+                kinds += ("view", "inplace", "inplace", *(("append", "closure") if self.refusable else ()))
+            kind = self.choose(kinds)
+            if kind == "view":
+                target = self.choose(sorted(set(LOCALS) | names))
+                lines.append(f"{target} = {self.choose(sorted(names))}{self.choose(('[:]', '.view_as(x)', '.T.T'))}")
+                names.add(target)
+            elif kind == "inplace":
+                lines.append(self.choose(INPLACE).format(t=self.choose(sorted(names))))
+            elif kind == "append":
+                lines.append(f"aux.append({self.expr(names)[0]})")
+            elif kind == "closure":
+                lines.append(f"{self.choose(sorted(names))} = scaled() + {self.choose(sorted(names))}")
+            elif kind == "assign":
                 target = self.choose(sorted(set(LOCALS) | names))
                 lines.append(f"{target} = {self.expr(names, fresh=True)[0]}")
                 names.add(target)
@@ -172,13 +197,16 @@ def _indent(lines):
 
 
 @st.composite
-def programs(draw, known_bugs: bool = False, max_statements: int = MAX_STATEMENTS) -> str:
+def programs(draw, known_bugs: bool = False, max_statements: int = MAX_STATEMENTS, effects: bool = False) -> str:
     """Source text of ``def f(x, y, flag, n, mask)``; ``known_bugs`` also draws the KNOWN_BUGS constructs."""
-    writer = _Writer(draw, draw(st.integers(1, 2)), known_bugs, max_statements)
+    writer = _Writer(draw, draw(st.integers(1, 2)), known_bugs, max_statements, effects)
     body, after = writer.block(set(PARAMS), 0)
     if after is not None:
         body.append(writer.ret(after))
-    return "\n".join(["import torch", "", "", "def f(x, y, flag, n, mask):", *_indent(body), ""])
+    if effects:  # a list the branches may append to and a closure over the first argument
+        body = ["aux = []", "", "def scaled():", "    return x * 0.5", "", *body]
+    prelude = PRELUDE if effects else []
+    return "\n".join(["import torch", "", "", *prelude, "def f(x, y, flag, n, mask):", *_indent(body), ""])
 
 
 _TENSOR_IF = re.compile(r"^\s*(?:el)?if .*\.", re.MULTILINE)  # only tensor and shape tests have a dot
@@ -271,7 +299,9 @@ def tensor_inputs(source: str, sizes=(2, 3, 5), shifted=8):
 
 
 def _call(fn, x, y, py):
-    return fn(x.clone(), y.clone(), *py)  # clones: `x += ...` on a parameter mutates it in place
+    """The result and the arguments after the call (``x += ...`` changes them in place)."""
+    x, y = x.clone(), y.clone()
+    return fn(x, y, *py), x, y
 
 
 def _describe(label, py) -> str:
@@ -300,7 +330,12 @@ def check_eager(source: str) -> EagerResult:
     fn = load(source)
     start = time.perf_counter()
     try:
-        rewritten = unbranch.transform_method(fn)
+        try:
+            rewritten = unbranch.transform_method(fn)
+        except unbranch.UnbranchError as e:
+            if not refused(e):
+                raise
+            rewritten = unbranch.transform_method(fn, strict=False)  # that if stays Python: still exact
     except Exception as e:
         return EagerResult(Divergence("rewrite", source, _summary(e)), 0, 0, time.perf_counter() - start)
     seconds = time.perf_counter() - start
@@ -330,6 +365,19 @@ class Call(torch.nn.Module):
         return self.fn(x, y, self.flag, self.n, self.mask)
 
 
+# what unbranch says of an if it leaves as Python because a branch function would lose an effect
+REFUSALS = ("is changed in a branch", "read by the nested function", "Python state and parameters")
+
+
+def refused(e: BaseException) -> bool:
+    """Is ``e`` (or an exception it wraps, as dynamo's do) unbranch refusing an effect it would lose?"""
+    while e is not None:
+        if any(reason in str(e) for reason in REFUSALS):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def check_export(source: str, py, strict: bool) -> Divergence | None:
     """Export with a dynamic batch; ``ep.module()`` matches the original on other batch sizes."""
     fn = load(source)
@@ -340,11 +388,12 @@ def check_export(source: str, py, strict: bool) -> Divergence | None:
         with unbranch.torch_export_rewrite(rewrite=[fn]):
             ep = torch.export.export(Call(fn, *py), example, dynamic_shapes=dynamic, strict=strict)
     except Exception as e:
-        return Divergence("export-error", source, f"{_describe('randn (4, 3)', py)}: {_summary(e)}", strict)
+        kind = "refusal" if refused(e) else "export-error"
+        return Divergence(kind, source, f"{_describe('randn (4, 3)', py)}: {_summary(e)}", strict)
     exported = ep.module()
     for label, x, y in tensor_inputs(source, sizes=(2, 3, 5, 7)):
         try:
-            torch.testing.assert_close(exported(x.clone(), y.clone()), _call(fn, x, y, py), equal_nan=True)
+            torch.testing.assert_close(_call(exported, x, y, ()), _call(fn, x, y, py), equal_nan=True)
         except Exception as e:
             return Divergence("export", source, f"{_describe(label, py)}: {_summary(e)}", strict)
     return None

@@ -13,6 +13,7 @@ from functools import cached_property
 import torch
 
 from . import cache, loader, runtime
+from .callees import mutating_callees
 from .errors import UnbranchError
 from .pipeline import Options, compile_source
 from .source import SourceInfo, get_source, innermost_function
@@ -75,11 +76,13 @@ def _rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
     if hit is not None:
         return RewrittenMethod(fn, *hit)
     info = get_source(fn, original)
+    helpers = mutating_callees(fn)  # what the helpers it calls change in place is part of its meaning
     # the compiled result names absolute lines and the path (notes, source map, messages)
-    skey = cache.source_key(f"{info.path}:{info.line}\n{info.text}", key)
+    skey = cache.source_key(f"{info.path}:{info.line}\n{info.text}", (key, sorted(helpers.items())))
     compiled = cache.get_compiled(skey)
     if compiled is None:
-        compiled = compile_source(info, options, [k for k, v in fn.__globals__.items() if v is not runtime])
+        names = [k for k, v in fn.__globals__.items() if v is not runtime]
+        compiled = compile_source(info, options, names, helpers)
         cache.put_compiled(skey, compiled)
     if compiled.changed:
         digest = hashlib.sha256(f"{skey}{info.path}{info.line}".encode()).hexdigest()

@@ -71,7 +71,7 @@ class Compiled:
 _NOTHING_TO_DO = re.compile(r"\b(if|for|while|assert)\b")
 
 
-def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compiled:
+def compile_source(info: SourceInfo, options: Options, global_names=(), mutating_helpers=None) -> Compiled:
     hooked = options.pre_rewriter is not None or options.post_rewriter is not None
     if not hooked and not _NOTHING_TO_DO.search(info.text):
         return Compiled(info.text, False, [], "_ub")  # no parse needed for a function without ifs
@@ -106,6 +106,7 @@ def compile_source(info: SourceInfo, options: Options, global_names=()) -> Compi
         shape_conditions=options.shape_conditions,
         self_name=classifier.self_name,
         closures=closures(fn),
+        mutating_helpers=dict(mutating_helpers or {}),
     )
     new = fn
     if options.pre_rewriter is not None:

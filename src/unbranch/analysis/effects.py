@@ -36,6 +36,8 @@ VIEW_FUNCTIONS = frozenset(
     "diagonal movedim moveaxis swapaxes swapdims as_strided detach reshape view_as_real view_as_complex".split()
 )
 VIEW_ATTRIBUTES = frozenset("T mT H mH real imag data".split())
+# receivers of ``ns.fn_(t)`` that are namespaces of functions, not the tensor changed
+FUNCTION_NAMESPACES = frozenset({"torch", "F", "nn", "functional", "init"})
 CONTAINER_METHODS = frozenset(
     "append extend insert remove clear update setdefault popitem sort reverse discard pop".split()
 )
@@ -75,10 +77,10 @@ def alias_roots(expr) -> set[str]:
         f = expr.func
         if isinstance(f, cst.Attribute):
             method = f.attr.value
+            if _root(f) == "torch":
+                return alias_roots(expr.args[0].value) if method in VIEW_FUNCTIONS and expr.args else set()
             if method in VIEW_METHODS or (method.endswith("_") and not method.endswith("__")):
                 return alias_roots(f.value)
-            if _root(f) == "torch" and method in VIEW_FUNCTIONS and expr.args:
-                return alias_roots(expr.args[0].value)
         return set()
     if isinstance(expr, cst.IfExp):
         return alias_roots(expr.body) | alias_roots(expr.orelse)
@@ -156,7 +158,7 @@ class _Sites(cst.CSTVisitor):
         receiver = f.value if isinstance(f, cst.Attribute) else None
         method = f.attr.value if isinstance(f, cst.Attribute) else None
         if method is not None and method.endswith("_") and not method.endswith("__"):
-            if _root(receiver) == "torch" or (isinstance(receiver, cst.Attribute) and _root(receiver) == "torch"):
+            if _root(receiver) in FUNCTION_NAMESPACES:
                 self._mutate_arg(node, 0, "an in-place torch function on an attribute")
             else:
                 self._mutate(receiver, node, f"an in-place .{method}() on an attribute")
@@ -217,8 +219,8 @@ def _effects(stmts: tuple, helpers_key: tuple) -> Effects:
 
 
 def mutated_parameters(fn: cst.FunctionDef, mutating_helpers=None) -> tuple[int, ...]:
-    """Positions (``self`` excluded for methods: call-site positions) of the parameters ``fn`` changes in place."""
-    params = [p.name.value for p in fn.params.params]
+    """Positions of the positional parameters ``fn`` changes in place."""
+    params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
     effects = block_effects(fn.body.body, mutating_helpers)
     return tuple(i for i, p in enumerate(params) if p in effects.mutated)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..analysis.effects import block_effects, closures
-from ..analysis.names import block_writes, names_in_order
+from ..analysis.names import block_reads, block_writes, names_in_order
 
 
 @dataclass(frozen=True)
@@ -117,9 +117,9 @@ def lost_effect(node, stmts, visible, ctx, where: str) -> str | None:
     if changed:
         return f"the container '{sorted(changed)[0]}' is changed in {where} (torch.cond/scan cannot return that)"
     inside = {c.name for c in closures(node)}
-    writes = block_writes(stmts)
+    writes, reads = block_writes(stmts), block_reads(stmts)
     for c in ctx.closures:
-        if c.name in inside:
+        if c.name in inside or c.name not in reads:  # only a closure run in the body sees its locals
             continue
         stale = c.reads & writes
         if stale:

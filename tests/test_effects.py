@@ -1,0 +1,264 @@
+"""Side effects inside converted branches and loops: kept exactly, or the construct stays Python.
+
+Each model runs three ways on inputs taking every branch, at shapes other than the
+example's: the original eagerly, the original inside the context (the rewritten code,
+eagerly) and the exported program. Outputs *and* the inputs after the call (what the
+code changed in place) must agree.
+"""
+
+import pytest
+import torch
+from helpers import all_dynamic, assert_same, count_conds
+from torch.utils import _pytree as pytree
+
+import unbranch
+from unbranch.errors import UnbranchError
+
+MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
+
+
+def run_three_ways(model, example, inputs, strict, rewrite, conds=None):
+    """Export inside the context; compare original, rewritten-eager and exported, inputs' state included."""
+    with unbranch.torch_export_rewrite(rewrite=rewrite):
+        ep = torch.export.export(model, example, dynamic_shapes=all_dynamic(example), strict=strict)
+    if conds is not None:
+        assert count_conds(ep) == conds
+    for args in inputs:
+        original = [a.clone() for a in args]
+        expected = model(*original)
+        rewritten = [a.clone() for a in args]
+        with unbranch.torch_export_rewrite(rewrite=rewrite):
+            eager = model(*rewritten)
+        exported = [a.clone() for a in args]
+        actual = ep.module()(*exported)
+        for got, state in ((eager, rewritten), (actual, exported)):
+            assert_same(pytree.tree_leaves(got), pytree.tree_leaves(expected))
+            assert_same(state, original)  # what the call changed in place
+    return ep
+
+
+def fill(ids):
+    """A helper that fixes its argument in place, as tokenizer-side code does."""
+    if (ids < 0).any():
+        ids.masked_fill_(ids < 0, 0)
+
+
+class FillsInPlace(torch.nn.Module):
+    def forward(self, x):
+        ids = x * 2
+        fill(ids)  # the caller keeps using its tensor: the change must reach it
+        fill(x)  # and a model input is changed in place, as the original does
+        return ids
+
+
+MIXED = [(torch.randn(5, 3),), (torch.rand(6, 2) + 0.1,), (-torch.rand(2, 4),)]
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_helper_mutating_its_argument(strict):
+    run_three_ways(FillsInPlace(), (torch.randn(4, 3),), MIXED, strict, [fill], conds=2)
+
+
+class ClipsInMethod(torch.nn.Module):
+    def _clip(self, h):
+        if h.abs().max() > 1:
+            h.clamp_(-1, 1)
+
+    def forward(self, x):
+        h = x * 3
+        self._clip(h)
+        return h + 1
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_method_clamping_in_place(strict):
+    inputs = [(torch.randn(5, 3),), (torch.rand(3, 2) * 0.1,)]
+    run_three_ways(ClipsInMethod(), (torch.randn(4, 3),), inputs, strict, [ClipsInMethod._clip], conds=1)
+
+
+class InplaceModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = torch.nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        h = x * 1
+        kept = h  # the inplace ReLU changes this object too
+        if x.sum() > 0:
+            h = self.act(h)
+        return kept + 0, h
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_inplace_module_on_an_operand(strict):
+    inputs = [(torch.randn(5, 3) + 0.5,), (torch.randn(3, 4) - 0.5,)]
+    run_three_ways(InplaceModule(), (torch.randn(4, 3),), inputs, strict, [InplaceModule.forward], conds=1)
+
+
+class UpdatesThroughView(torch.nn.Module):
+    def forward(self, x):
+        out = x * 1
+        head = out[:, 0]
+        if x.sum() > 0:
+            head += 10
+        return out
+
+
+class UpdatesThroughAlias(torch.nn.Module):
+    def forward(self, x):
+        y = x
+        if x.sum() > 0:
+            y += 1
+        else:
+            y -= 1
+        return y * 2
+
+
+SIGNED = [(torch.rand(5, 3) + 0.1,), (-torch.rand(6, 2) - 0.1,)]
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize("model", [UpdatesThroughView, UpdatesThroughAlias], ids=lambda m: m.__name__)
+def test_augmented_assignment_keeps_aliasing(model, strict):
+    run_three_ways(model(), (torch.randn(4, 3),), SIGNED, strict, [model.forward], conds=1)
+
+
+def test_augmented_assignment_aliasing_in_eager():
+    x = torch.ones(3)
+    with unbranch.torch_export_rewrite(rewrite=[UpdatesThroughAlias.forward]):
+        UpdatesThroughAlias()(x)
+    assert torch.equal(x, torch.full((3,), 2.0))  # y += 1 changed x, as the original does
+
+
+class EmptyContainerOperand(torch.nn.Module):
+    def forward(self, x):
+        extra = []
+        y = x * 1
+        if x.sum() > 0:
+            k = len(extra) + 1
+            y[:, 0] = k
+        return y
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_empty_container_among_operands(strict):
+    run_three_ways(EmptyContainerOperand(), (torch.randn(4, 3),), SIGNED, strict, [EmptyContainerOperand.forward])
+
+
+class CarryThroughView(torch.nn.Module):
+    def forward(self, x):
+        out = torch.zeros(2, x.shape[1])
+        acc = out[0]
+        for i in range(x.shape[0]):
+            acc += x[i]
+        return out
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_loop_carry_changed_in_place(strict):
+    inputs = [(torch.randn(5, 3),), (torch.randn(2, 4),)]
+    ep = run_three_ways(CarryThroughView(), (torch.randn(4, 3),), inputs, strict, [CarryThroughView.forward])
+    ops = {n.target for n in ep.graph.nodes if n.op == "call_function"}
+    assert torch.ops.higher_order.scan in ops
+
+
+class AppendsInBranch(torch.nn.Module):
+    def forward(self, x):
+        aux = []
+        if x.sum() > 0:
+            aux.append(x * 2)
+        return x + 1, aux
+
+
+class ClosureSeesRebinding(torch.nn.Module):
+    def forward(self, x):
+        scale = x * 2
+
+        def scaled():
+            return scale + 1
+
+        if x.sum() > 0:
+            scale = x * 3
+            r = scaled()
+        else:
+            r = x
+        return r
+
+
+class ChangesBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(3))
+
+    def forward(self, x):
+        if x.sum() > 0:
+            self.seen.add_(1)
+        return x * 2
+
+
+REFUSED = [
+    (AppendsInBranch, "the container 'aux' is changed in a branch"),
+    (ClosureSeesRebinding, "'scale' is rebound in a branch and read by the nested function 'scaled'"),
+    (ChangesBuffer, "an in-place .add_() on an attribute in a branch"),
+]
+
+
+@pytest.mark.parametrize("model, reason", REFUSED, ids=[m.__name__ for m, _ in REFUSED])
+def test_effects_a_branch_function_would_lose_are_refused(model, reason):
+    # the if stays Python: eager runs inside the context are the original's, and the export
+    # fails with the reason and the line instead of computing something else
+    m = model()
+    rm = unbranch.transform_method(model.forward, strict=False)
+    assert reason in rm.code and "_ub.unconverted(" in rm.code
+    for x in (torch.rand(4, 3), -torch.rand(5, 3)):
+        expected = model()(x.clone())
+        with unbranch.torch_export_rewrite(rewrite=[model.forward], strict=False):
+            got = model()(x.clone())
+        assert_same(pytree.tree_leaves(got), pytree.tree_leaves(expected))
+    with pytest.raises(UnbranchError, match=reason.replace("(", r"\(").replace(")", r"\)")) as info:
+        with unbranch.torch_export_rewrite(rewrite=[model.forward], strict=False):
+            torch.export.export(m, (torch.randn(4, 3),), dynamic_shapes=all_dynamic((torch.randn(4, 3),)))
+    assert "test_effects.py" in str(info.value)
+
+
+def walrus_check(x, flag: bool):
+    if flag and (m := x.abs().max()) > 1:
+        raise ValueError(f"too large: {m.item():.1f}")
+    return x * 2
+
+
+def test_walrus_in_a_lazy_operand_binds_in_the_function():
+    rewritten = unbranch.transform_method(walrus_check).func
+    big = torch.full((3,), 5.0)
+    with pytest.raises(ValueError, match="too large: 5.0"):
+        walrus_check(big, True)
+    with pytest.raises(ValueError, match="too large: 5.0"):
+        rewritten(big, True)
+    assert_same(rewritten(big, False), walrus_check(big, False))  # not evaluated: no NameError either
+    assert_same(rewritten(big * 0.1, True), walrus_check(big * 0.1, True))
+
+
+def halve_(t):
+    t.mul_(0.5)
+
+
+def clip_twice(t):
+    halve_(t)  # followed through helpers of helpers
+    t.clamp_(-1, 1)
+
+
+class CallsMutatingHelper(torch.nn.Module):
+    def forward(self, x):
+        h = x * 4
+        if x.sum() > 0:
+            clip_twice(h)
+        else:
+            halve_(h)
+        return h
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_branch_calling_helpers_that_change_arguments(strict):
+    code = unbranch.transform_method(CallsMutatingHelper.forward).code
+    assert "mutated=(0,)" in code
+    run_three_ways(CallsMutatingHelper(), (torch.randn(4, 3),), SIGNED, strict, [CallsMutatingHelper.forward], 1)
