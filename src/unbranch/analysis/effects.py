@@ -49,6 +49,7 @@ class Effects:
     containers: frozenset  # names changed through container methods
     state: tuple  # (node, description) for each write to an attribute
     calls: frozenset  # plain names the block calls
+    rebound: frozenset  # names bound other than by ``x op= v`` (after which ``x`` may be a new object)
 
 
 def _root(expr):
@@ -101,6 +102,7 @@ class _Sites(cst.CSTVisitor):
         self.state: list = []
         self.aliases: dict[str, set[str]] = {}
         self.calls: set[str] = set()
+        self.rebound: set[str] = set()
 
     def _store(self, target, node, what: str) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -126,6 +128,7 @@ class _Sites(cst.CSTVisitor):
             return
         for name in target_names(target):
             self.aliases.setdefault(name, set()).update(roots)
+            self.rebound.add(name)
 
     def visit_Assign(self, node):
         for t in node.targets:
@@ -144,6 +147,26 @@ class _Sites(cst.CSTVisitor):
 
     def visit_Del(self, node):
         self._store(node.target, node, "a del of an attribute")
+        self.rebound |= target_names(node.target)
+
+    def _binds(self, node):
+        self.rebound.add(node.name.value)
+
+    visit_FunctionDef = visit_ClassDef = _binds
+
+    def visit_ImportAlias(self, node):
+        if node.asname is not None:
+            self.rebound |= target_names(node.asname.name)
+        else:
+            self.rebound.add(_root(node.name) or "")
+
+    def visit_WithItem(self, node):
+        if node.asname is not None:
+            self.rebound |= target_names(node.asname.name)
+
+    def visit_ExceptHandler(self, node):
+        if node.name is not None:
+            self.rebound |= target_names(node.name.name)
 
     def visit_For(self, node):
         self._alias(node.target, node.iter)  # rows of a tensor are views of it
@@ -215,7 +238,8 @@ def _effects(stmts: tuple, helpers_key: tuple) -> Effects:
     while changed:  # a mutated alias mutates what it aliases
         grown = mutated.union(*(v.aliases.get(n, set()) for n in mutated))
         changed, mutated = grown != mutated, grown
-    return Effects(frozenset(mutated), frozenset(v.containers), tuple(v.state), frozenset(v.calls))
+    rebound = frozenset(v.rebound - {""})
+    return Effects(frozenset(mutated), frozenset(v.containers), tuple(v.state), frozenset(v.calls), rebound)
 
 
 def mutated_parameters(fn: cst.FunctionDef, mutating_helpers=None) -> tuple[int, ...]:

@@ -125,7 +125,7 @@ class IfToCond(cst.CSTTransformer):
             ctx.note(original, "left", plan)
             why = cst.SimpleString(repr(f"{ctx.source.path}:{ctx.line_of(original)}: {plan}"))
             return updated.with_changes(test=ctx.runtime_call("unconverted", updated.test, why))
-        operands, outputs, mutated = plan
+        operands, outputs, mutated, kept = plan
         then_name, else_name = ctx.namer.numbered(ctx.prefix, ("then", "else"))
         ctx.anchors[then_name] = ctx.anchors[else_name] = ctx.line_of(original)
         returns = outputs is None
@@ -144,6 +144,11 @@ class IfToCond(cst.CSTTransformer):
         ]
         if mutated:
             args.append(keyword("mutated", tuple_node([cst.Integer(str(operands.index(m))) for m in mutated])))
+        if kept:
+            pairs = [
+                tuple_node([cst.Integer(str(outputs.index(n))), cst.Integer(str(operands.index(n)))]) for n in kept
+            ]
+            args.append(keyword("kept", tuple_node(pairs)))
         if binds_python_values(body + orelse, outputs or ()):
             # a shape condition then specialises, as a plain if would
             args.append(keyword("tensor_outputs", cst.Name("False")))
@@ -155,7 +160,11 @@ class IfToCond(cst.CSTTransformer):
         return cst.FlattenSentinel([*defs, stmt])
 
     def _plan(self, node, body, orelse):
-        """(operands, outputs or None when both branches return, mutated) or the reason it cannot."""
+        """(operands, outputs or None when both branches return, mutated, kept) or the reason it cannot.
+
+        ``kept``: outputs that are operands only changed in place (``x += 1``, never ``x = ...``):
+        after the cond they must still be the very objects they were, for later in-place changes.
+        """
         for part in (body, orelse):
             found = blockers(part)
             if found:
@@ -171,7 +180,8 @@ class IfToCond(cst.CSTTransformer):
         if why:
             return why
         before = facts.defined.get(node, set())
-        mutated = block_effects(body + orelse, self.ctx.mutating_helpers).mutated & facts.locals
+        effects = block_effects(body + orelse, self.ctx.mutating_helpers)
+        mutated = effects.mutated & facts.locals
         if returns:
             outputs = None
             live_end = set()
@@ -192,7 +202,9 @@ class IfToCond(cst.CSTTransformer):
         for name in operands:
             if name not in before:
                 return f"'{name}' may be unbound when the if runs"
-        return operands, outputs, [m for m in operands if m in mutated]
+        mutated = [m for m in operands if m in mutated]
+        kept = [n for n in outputs or () if n in mutated and n not in effects.rebound]
+        return operands, outputs, mutated, kept
 
 
 def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:

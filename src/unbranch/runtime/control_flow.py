@@ -21,13 +21,15 @@ from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller
 observers: list = []
 
 
-def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True):
+def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True, kept=()):
     """Run ``then_fn(*operands)`` or ``else_fn(*operands)``; a ``torch.cond`` when ``pred`` is symbolic.
 
     ``mutated`` lists the operand positions a branch may change in place. Eagerly the branch
     changes them itself, exactly as the original ``if``; under ``torch.cond`` (which forbids
     input mutation) the branches change clones, return them, and the change is copied back
     into the original tensors after the cond, so views and aliases of them see it too.
+    ``kept`` pairs (output, operand) for outputs only ever changed in place: a tensor there is
+    returned as the original object itself, as Python's ``x += 1`` leaves it.
     ``tensor_outputs`` is False when the compiler saw a branch produce a Python value (None, a
     float...): no cond can return that, so a shape condition takes the plain branch (and
     specialises, as the original ``if`` does) instead of failing the export.
@@ -54,7 +56,7 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
                 observe(caller.f_code.co_filename, caller.f_lineno, taken)
         return then_fn(*operands) if taken else else_fn(*operands)
     try:
-        return _cond(pred, then_fn, else_fn, operands, mutated)
+        return _cond(pred, then_fn, else_fn, operands, mutated, kept)
     except Exception as e:  # under strict export dynamo never lets torch's own errors reach here
         if isinstance(pred, torch.SymBool):
             # A shape condition torch.cond cannot take (e.g. non-tensor outputs): specialise on
@@ -63,7 +65,7 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
         if "mutation" in str(e) and set(mutated) != set(_tensor_operands(operands)):
             # changed in place by code the compiler cannot see (a helper, a C extension):
             # every tensor operand gets the clone-and-write-back treatment
-            return _cond(pred, then_fn, else_fn, operands, _tensor_operands(operands))
+            return _cond(pred, then_fn, else_fn, operands, _tensor_operands(operands), kept)
         first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
         raise UnbranchError(
             f"torch.cond rejected this if on a tensor condition: {first}", construct=f"if at {origin_of_caller(1)}"
@@ -99,7 +101,7 @@ def _unwritable(branch, operands, mutated) -> str | None:
     return None
 
 
-def _cond(pred, then_fn, else_fn, operands, mutated):
+def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
     leaves, spec = pytree.tree_flatten(tuple(operands))
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tensors = [leaves[i] for i in positions]
@@ -128,7 +130,14 @@ def _cond(pred, then_fn, else_fn, operands, mutated):
         out, written = out
         for k, value in zip(writable, written):
             tensors[k].copy_(value)
-    return _restore_kind(out)
+    out = _restore_kind(out)
+    for j, k in kept:
+        if isinstance(operands[k], torch.Tensor) and k in changed:
+            if isinstance(out, tuple):
+                out = (*out[:j], operands[k], *out[j + 1 :])
+            else:
+                out = operands[k]
+    return out
 
 
 def _leaf_owners(operands) -> list[int]:
