@@ -3,8 +3,9 @@
 The scan looks at each submodule class's ``forward`` (where it is defined) and at the
 top-level functions of the modules those classes come from. A function is a candidate
 when the compiler, run on it, dispatches at least one condition it classifies as TENSOR
-(``.any()``, ``.item()``, ``torch.*`` ...): flags, None tests and shape tests alone do not
-make a method worth touching.
+(``.any()``, ``.item()``, ``torch.*`` ...) or converts a loop (a ``for`` over a tensor or
+a range of a tensor's size, a ``while`` on a tensor condition): flags, None tests and
+shape tests alone do not make a method worth touching.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from .analysis.classify import TENSOR
 from .catalog import code_needing_rewriting
 from .errors import UnbranchError
 
-# a branch header mentioning tensor data; the compiler's classifier confirms it
+# a branch header mentioning tensor data, or any for loop; the compiler's classifier confirms it
 _TENSORISH = re.compile(
-    r"^\s*(if|elif|while)\b.*(\.(any|all|item|sum|max|min|mean|isfinite|isinf|isnan|eq|ne|gt|lt)\(|torch\.)",
+    r"^\s*((if|elif|while)\b.*(\.(any|all|item|sum|max|min|mean|isfinite|isinf|isnan|eq|ne|gt|lt)\(|torch\.)|for\b)",
     re.MULTILINE,
 )
+# what the compiler notes for a converted loop (the rules only convert loops that are not plainly Python)
+_LOOPS = ("scan", "while_loop")
 
 
 def _scan(fn) -> bool:
@@ -51,7 +54,7 @@ def _scan_source(fn) -> bool:
         rm = transform_method(fn, **MODEL_OPTIONS)
     except UnbranchError:
         return False
-    return any(n.kind in ("cond", "check") and n.condition == TENSOR for n in rm.notes)
+    return any(n.kind in _LOOPS or (n.kind in ("cond", "check") and n.condition == TENSOR) for n in rm.notes)
 
 
 def _module_functions(module_name: str):
