@@ -33,9 +33,7 @@ def _higher_order(ep, op) -> int:
 
 def _export(model, strict):
     with unbranch.torch_export_rewrite(model) as report:
-        ep = torch.export.export(
-            model, (sample_user.inputs(5)[0],), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict
-        )
+        ep = torch.export.export(model, (sample_user.inputs(5)[0],), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
     return ep, report
 
 
