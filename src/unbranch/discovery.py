@@ -26,12 +26,12 @@ from .errors import UnbranchError
 # in x``), not over attributes (``for layer in self.layers``); the compiler's classifier confirms it
 _TENSORISH = re.compile(
     r"^\s*((if|elif|while)\b.*(\.(any|all|item|sum|max|min|mean|isfinite|isinf|isnan|eq|ne|gt|lt)\(|torch\.)"
-    r"|for\b.*\bin\b.*(\.shape|\.size\(|\.item\(|torch\.))",
+    r"|for\b.*\bin\b.*(\.shape|\.size\(|\.item\())",
     re.MULTILINE,
 )
 # a converted for loop counts when it plainly runs over a size: the compiler also converts loops
 # over names it cannot type (``for t in tensors``, a tuple of tensors), which a model must not pay for
-_SIZED = re.compile(r"\bin\b.*(\.shape|\.size\(|\.item\(|torch\.)")
+_SIZED = re.compile(r"\bin\b.*(\.shape|\.size\(|\.item\()")
 
 
 def _scan(fn) -> bool:
