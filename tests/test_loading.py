@@ -31,7 +31,9 @@ def make_closure(offset):
 def test_closure_defaults_kwdefaults_varargs():
     fn = make_closure(5.0)
     rm = unbranch.transform_method(fn)
-    assert rm.func.__code__.co_freevars == fn.__code__.co_freevars == ("bias",)
+    # the original's cells, shared, plus a cell of its own for the runtime (no module global)
+    assert fn.__code__.co_freevars == ("bias",) and rm.func.__code__.co_freevars == ("_ub", "bias")
+    assert rm.func.__closure__[1] is fn.__closure__[0] and "_ub" not in fn.__globals__
     x = torch.ones(2)
     for args in [(x,), (-x,), (x, 1, 2)]:
         out, extra, kw = rm.func(*args, flag=True)

@@ -16,6 +16,7 @@ from . import cache, loader, runtime
 from .callees import mutating_callees
 from .errors import UnbranchError
 from .pipeline import Options, compile_source
+from .runtime import _tracing
 from .source import SourceInfo, get_source, innermost_function
 
 # how torch_export_rewrite(model) rewrites what discovery and the catalogue name: never an
@@ -37,6 +38,7 @@ class RewrittenMethod:
     changed: bool
     notes: list
     code_object: types.CodeType  # the original's own code object when nothing changed
+    runtime: str  # the name the rewritten code calls unbranch.runtime by
 
     @property
     def original_code(self) -> str:
@@ -48,14 +50,19 @@ class RewrittenMethod:
 
     @cached_property
     def func(self) -> types.FunctionType:
-        """The rewritten function (a method takes ``self`` first), callable on its own."""
+        """The rewritten function (a method takes ``self`` first), callable on its own, anytime.
+
+        It reaches the runtime through a closure cell of its own, not a global: it keeps
+        working after every context has closed, and the user's module is never touched.
+        """
         if not self.changed:
             return (
                 self.function
                 if self.function.__code__ is self.code_object
                 else loader.make_function(self.function, self.code_object)
             )
-        return loader.make_function(self.function, self.code_object)
+        code = _compile(self.code, self.source, self.code_object, self.code_object.co_filename, self.runtime)
+        return loader.make_function(self.function, code, {self.runtime: types.CellType(runtime)})
 
     def diff(self) -> str:
         name = f"{self.source.path}:{self.source.line}"
@@ -67,6 +74,12 @@ class RewrittenMethod:
                 f"{name} (unbranch)",
             )
         )
+
+
+def _compile(text: str, info: SourceInfo, original: types.CodeType, filename: str, runtime_cell=None):
+    """Code for ``text`` that can stand in for ``original`` (same free variables, names)."""
+    code = loader.compile_function(text, info, original.co_freevars, filename, runtime_cell)
+    return code.replace(co_qualname=original.co_qualname, co_name=original.co_name)
 
 
 def _rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
@@ -87,13 +100,11 @@ def _rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
     if compiled.changed:
         digest = hashlib.sha256(f"{skey}{info.path}{info.line}".encode()).hexdigest()
         filename = loader.filename_for(info, digest)
-        code = loader.compile_function(compiled.text, info, original.co_freevars, filename)
-        code = code.replace(co_qualname=original.co_qualname, co_name=original.co_name)
+        code = _compile(compiled.text, info, original, filename)
         loader.register(filename, info, compiled.text, compiled.anchors)
-        loader.bind_runtime(fn, compiled.runtime)
     else:
         code = original
-    parts = (info, compiled.text, compiled.changed, compiled.notes, code)
+    parts = (info, compiled.text, compiled.changed, compiled.notes, code, compiled.runtime)
     cache.put_result(original, key, parts)
     return RewrittenMethod(fn, *parts)
 
@@ -101,31 +112,89 @@ def _rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
 def transform_method(
     func,
     prefix: str = "branch_cond",
+    verbose: int = 0,
     filter_node=None,
     pre_rewriter=None,
     post_rewriter=None,
+    *extra,
     strict: bool = True,
     shape_conditions: bool = True,
+    **unknown,
 ) -> RewrittenMethod:
     """Rewrite one function or method; ``.code``, ``.func`` and ``.diff()`` show the result.
 
+    The positional order is onnx-diagnostic's, so calls written for it work unchanged.
     Hooks take and return libcst nodes: ``filter_node(if_node) -> bool`` chooses which
     dispatched ``if`` statements to rewrite, ``pre_rewriter``/``post_rewriter`` map the
-    ``FunctionDef`` before and after the rules. ``strict`` raises UnbranchError for an ``if``
-    on a plainly tensor condition that cannot be converted (otherwise it stays plain Python).
+    ``FunctionDef`` before and after the rules. ``verbose=1`` prints what was rewritten,
+    ``2`` the diff too. ``strict`` raises UnbranchError for an ``if`` on a plainly tensor
+    condition that cannot be converted (otherwise it stays plain Python).
     ``shape_conditions=False`` leaves ``if``s on sizes alone as plain Python.
     """
-    fn = innermost_function(func)
-    opts = Options(
-        prefix=prefix,
-        filter_node=filter_node,
-        pre_rewriter=pre_rewriter,
-        post_rewriter=post_rewriter,
-        strict=strict,
-        is_method=_is_method(fn),
-        shape_conditions=shape_conditions,
+    _check_arguments("transform_method", extra, unknown, _TRANSFORM_KEYWORDS)
+    hooks = _check_hooks(
+        "transform_method", dict(filter_node=filter_node, pre_rewriter=pre_rewriter, post_rewriter=post_rewriter)
     )
-    return _rewrite(fn, opts)
+    _check_type("transform_method", "prefix", prefix, str)
+    _check_type("transform_method", "verbose", verbose, int)
+    fn = innermost_function(func)
+    opts = Options(prefix=prefix, strict=strict, is_method=_is_method(fn), shape_conditions=shape_conditions, **hooks)
+    rm = _rewrite(fn, opts)
+    _say(verbose, rm)
+    return rm
+
+
+_TRANSFORM_KEYWORDS = (
+    "func",
+    "prefix",
+    "verbose",
+    "filter_node",
+    "pre_rewriter",
+    "post_rewriter",
+    "strict",
+    "shape_conditions",
+)
+_CONTEXT_KEYWORDS = ("rewrite", "dump_rewriting", "verbose", "model", "strict", "lower_under_compile")
+_HOOKS = ("filter_node", "pre_rewriter", "post_rewriter")
+
+
+def _check_arguments(name: str, extra: tuple, unknown: dict, accepted: tuple) -> None:
+    """UnbranchError (not a bare TypeError) for arguments ``name`` does not take, listing those it does."""
+    if extra:
+        raise UnbranchError(
+            f"{name}() got {len(extra)} positional argument(s) too many: {extra!r}; it accepts {', '.join(accepted)}",
+            construct="arguments",
+        )
+    if unknown:
+        raise UnbranchError(
+            f"{name}() got unexpected keyword(s) {', '.join(sorted(unknown))}; it accepts {', '.join(accepted)}",
+            construct="arguments",
+        )
+
+
+def _check_type(name: str, argument: str, value, expected: type) -> None:
+    if not isinstance(value, expected):
+        raise UnbranchError(
+            f"{name}() expects {argument} to be a {expected.__name__}, got {value!r}", construct="arguments"
+        )
+
+
+def _check_hooks(name: str, hooks: dict) -> dict:
+    """The hooks given (None dropped); each must be callable."""
+    for key, hook in hooks.items():
+        if hook is not None and not callable(hook):
+            raise UnbranchError(
+                f"{name}(): {key} must be a callable taking and returning libcst nodes, got {hook!r}",
+                construct="arguments",
+            )
+    return {k: v for k, v in hooks.items() if v is not None}
+
+
+def _say(verbose: int, rm: RewrittenMethod) -> None:
+    if verbose and rm.changed:
+        print(f"[unbranch] rewrote {rm.qualname} ({rm.source.path}:{rm.source.line})")
+        if verbose > 1:
+            print(rm.diff())
 
 
 def _is_method(fn) -> bool:
@@ -181,26 +250,51 @@ class Report:
         return "\n".join(lines)
 
 
-def _targets(rewrite) -> list[tuple[object, dict]]:
-    """Normalise the ``rewrite=`` list into (callable, hooks) pairs."""
-    out = []
-    for item in rewrite or ():
-        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], type) and isinstance(item[1], str):
+_ACCEPTED_ITEMS = (
+    "an nn.Module (catalogue + discovery), a function or method, a (class, 'method name') pair, "
+    "or a dict {'function': f, 'filter_node'/'pre_rewriter'/'post_rewriter'/'prefix': ...}"
+)
+
+
+def _is_pair(item) -> bool:
+    return isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], type) and isinstance(item[1], str)
+
+
+def _targets(rewrite) -> tuple[list[tuple[object, dict]], list[torch.nn.Module]]:
+    """Split ``rewrite`` (one item or a list of them) into (callable, hooks) pairs and models."""
+    items = [] if rewrite is None else rewrite if isinstance(rewrite, list) else [rewrite]
+    if isinstance(rewrite, tuple) and not _is_pair(rewrite):
+        items = list(rewrite)
+    out, models = [], []
+    for item in items:
+        if isinstance(item, torch.nn.Module):
+            models.append(item)
+        elif _is_pair(item):
             cls, name = item
-            for klass in cls.__mro__:
-                if name in klass.__dict__:
-                    out.append((klass.__dict__[name], {}))
-                    break
-            else:
+            klass = next((k for k in cls.__mro__ if name in k.__dict__), None)
+            if klass is None:
                 raise UnbranchError(f"{cls.__qualname__} has no attribute {name!r}", construct="rewrite target")
+            out.append((klass.__dict__[name], {}))
         elif isinstance(item, dict):
-            if "function" not in item:
-                raise UnbranchError("a rewrite dict needs a 'function' key", construct="rewrite target")
-            hooks = {k: item[k] for k in ("filter_node", "pre_rewriter", "post_rewriter", "prefix") if k in item}
+            unknown = set(item) - {"function", "prefix", *_HOOKS}
+            if "function" not in item or unknown:
+                raise UnbranchError(
+                    f"rewrite item {item!r}: needs a 'function' key and no other than {', '.join(_HOOKS)}, prefix",
+                    construct="rewrite target",
+                )
+            hooks = _check_hooks("torch_export_rewrite", {k: item.get(k) for k in _HOOKS})
+            if "prefix" in item:
+                _check_type("torch_export_rewrite", "a rewrite item's prefix", item["prefix"], str)
+                hooks["prefix"] = item["prefix"]
             out.append((item["function"], hooks))
-        else:
+        elif callable(item) or isinstance(item, (staticmethod, classmethod)):
             out.append((item, {}))
-    return out
+        else:
+            raise UnbranchError(
+                f"rewrite item {item!r} ({type(item).__name__}) is none of: {_ACCEPTED_ITEMS}",
+                construct="rewrite target",
+            )
+    return out, models
 
 
 def _dump(directory: str, rm: RewrittenMethod) -> None:
@@ -228,21 +322,48 @@ def observe_branches():
         control_flow.observers.remove(record)
 
 
-@contextlib.contextmanager
 def torch_export_rewrite(
-    model=None, rewrite=None, dump_rewriting: str | None = None, verbose: int = 0, strict: bool = True
+    rewrite=None,
+    dump_rewriting: str | None = None,
+    verbose: int = 0,
+    *extra,
+    model=None,
+    strict: bool = True,
+    lower_under_compile: bool = False,
+    **unknown,
 ):
-    """Swap in rewritten code for the functions in ``rewrite`` (and those ``model`` needs) while inside.
+    """Swap in rewritten code for what ``rewrite`` names while inside the ``with`` block.
 
-    Everything is rewritten before anything is swapped, so a failure leaves all originals
-    in place; on exit (also after an exception) every original code object is restored.
+    ``rewrite`` is one item or a list of: an nn.Module (the catalogue's entries for its
+    classes plus what discovery finds in its code), a function or method, a ``(class,
+    "name")`` pair, or a dict ``{"function": f, **hooks}``; onnx-diagnostic's positional
+    order (rewrite, dump_rewriting, verbose) is kept. Everything is rewritten before
+    anything is swapped, so a failure leaves all originals in place; on exit (also after an
+    exception) every original code object is restored and the runtime global removed.
+    ``lower_under_compile`` also lowers to cond/scan/while_loop under ``torch.compile``
+    while open (by default compiled code runs the plain Python branches, as the original).
     """
+    _check_arguments("torch_export_rewrite", extra, unknown, _CONTEXT_KEYWORDS)
+    _check_type("torch_export_rewrite", "verbose", verbose, int)
+    if dump_rewriting is not None:
+        _check_type("torch_export_rewrite", "dump_rewriting", dump_rewriting, str)
+    if model is not None and not isinstance(model, torch.nn.Module):
+        raise UnbranchError(
+            f"torch_export_rewrite() expects model to be an nn.Module, got {model!r}", construct="arguments"
+        )
+    named, models = _targets(rewrite)
+    return _context(
+        named, models + ([model] if model is not None else []), dump_rewriting, verbose, strict, lower_under_compile
+    )
+
+
+def _plan(named: list, models: list, strict: bool) -> Report:
+    """Rewrite everything first: what the user names must rewrite or fail; what a model
+    needs is best effort (a function unbranch cannot rewrite is listed in report.skipped)."""
     from .discovery import discover
 
-    # what the user names must rewrite or fail; what a model needs is best effort: a function
-    # unbranch cannot rewrite is left as it is (and listed in report.skipped), never an error
-    targets = [(t, {"strict": strict, **h}, True) for t, h in _targets(rewrite)]
-    if model is not None:
+    targets = [(t, {"strict": strict, **h}, True) for t, h in named]
+    for model in models:
         targets += [(t, {**MODEL_OPTIONS, **h}, False) for t, h in discover(model)]
     report = Report()
     seen = set()
@@ -260,21 +381,31 @@ def torch_export_rewrite(
             continue
         if rm.changed:
             report.rewritten.append(rm)
+    return report
+
+
+@contextlib.contextmanager
+def _context(named, models, dump_rewriting, verbose, strict, lower_under_compile):
+    report = _plan(named, models, strict)
     swapped = []
+    compiling = _tracing.LOWER_UNDER_COMPILE
     try:
+        _tracing.LOWER_UNDER_COMPILE = compiling or lower_under_compile
         for rm in report.rewritten:
             fn = rm.function
+            loader.bind_runtime(fn, rm.runtime)
             _ORIGINAL_CODE.setdefault(fn, fn.__code__)
-            swapped.append((fn, fn.__code__))
+            swapped.append((fn, fn.__code__, rm.runtime))
             fn.__code__ = rm.code_object
-            if verbose:
-                print(f"[unbranch] rewrote {rm.qualname} ({rm.source.path}:{rm.source.line})")
+            _say(verbose, rm)
             if dump_rewriting:
                 _dump(dump_rewriting, rm)
         yield report
     finally:
-        for fn, code in reversed(swapped):
+        _tracing.LOWER_UNDER_COMPILE = compiling
+        for fn, code, name in reversed(swapped):
             fn.__code__ = code
+            loader.unbind_runtime(fn, name)
             if code is _ORIGINAL_CODE.get(fn):
                 del _ORIGINAL_CODE[fn]
 

@@ -46,6 +46,13 @@ CATALOGUE: dict[str, dict[str, dict]] = {
             "pre_rewriter": hooks.only_if("self.classifier", "self.classifier.weight.dtype != self.dtype")
         },
     },
+    # the same float16 clamp in the time-series models' encoder layers
+    _M + "autoformer.modeling_autoformer": {"AutoformerEncoderLayer.forward": {}},
+    _M + "informer.modeling_informer": {"InformerEncoderLayer.forward": {}},
+    _M + "time_series_transformer.modeling_time_series_transformer": {"TimeSeriesTransformerEncoderLayer.forward": {}},
+    # known, nothing to rewrite: ViT's one branch (ViTEmbeddings.interpolate_pos_encoding, native
+    # size or not) tests sizes only, which the plain export handles (tests/test_dropin.py)
+    _M + "vit.modeling_vit": {},
     _M + "longt5.modeling_longt5": {"LongT5Block.forward": {}},
     _M + "fsmt.modeling_fsmt": {
         # `if not mask.any(): mask = None`: no cond can return None, and an all-False mask masks nothing
@@ -69,6 +76,7 @@ def resolve(module: str, qualname: str):
 
 
 def _class_of(name_or_class):
+    """A class, or the class of that name in transformers or in a catalogued modeling module."""
     if isinstance(name_or_class, type):
         return name_or_class
     import transformers
@@ -76,9 +84,11 @@ def _class_of(name_or_class):
     found = getattr(transformers, name_or_class, None)
     if isinstance(found, type):
         return found
-    for module, entries in CATALOGUE.items():
-        if any(q.split(".")[0] == name_or_class for q in entries):
-            return getattr(importlib.import_module(module), name_or_class)
+    # layers and heads transformers does not export (MarianEncoder, MvpPrompt, LEDClassificationHead...)
+    for module in CATALOGUE:
+        found = getattr(importlib.import_module(module), name_or_class, None)
+        if isinstance(found, type):
+            return found
     return None
 
 
@@ -86,7 +96,8 @@ def code_needing_rewriting(name_or_class):
     """Rewrite specs (``{"function": f, **hooks}``) a model or layer class needs, or None.
 
     A layer class gets its own entries; any other class of a catalogued modeling module (a
-    full model such as ``BartForConditionalGeneration``) gets every entry of that module.
+    full model such as ``BartForConditionalGeneration``) gets every entry of that module,
+    possibly none (known, nothing to rewrite). None: a class of no catalogued module.
     """
     cls = _class_of(name_or_class)
     if cls is None or cls.__module__ not in CATALOGUE:
@@ -94,4 +105,4 @@ def code_needing_rewriting(name_or_class):
     entries = CATALOGUE[cls.__module__]
     own = {q: h for q, h in entries.items() if q.split(".")[0] == cls.__name__}
     chosen = own or entries
-    return [{"function": resolve(cls.__module__, q), **h} for q, h in chosen.items()] or None
+    return [{"function": resolve(cls.__module__, q), **h} for q, h in chosen.items()]

@@ -3,8 +3,9 @@
 The scan looks at each submodule class's ``forward`` (where it is defined) and at the
 top-level functions of the modules those classes come from. A function is a candidate
 when the compiler, run on it, dispatches at least one condition it classifies as TENSOR
-(``.any()``, ``.item()``, ``torch.*`` ...): flags, None tests and shape tests alone do not
-make a method worth touching.
+(``.any()``, ``.item()``, ``torch.*`` ...) or converts a loop (a ``for`` over a range of a
+tensor's size, a ``while`` on a tensor condition): flags, None tests and shape tests alone
+do not make a method worth touching.
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ from .analysis.classify import TENSOR
 from .catalog import code_needing_rewriting
 from .errors import UnbranchError
 
-# a branch header mentioning tensor data; the compiler's classifier confirms it
+# a branch header mentioning tensor data, or a for loop over sizes or over a plain name (``for row
+# in x``), not over attributes (``for layer in self.layers``); the compiler's classifier confirms it
 _TENSORISH = re.compile(
-    r"^\s*(if|elif|while)\b.*(\.(any|all|item|sum|max|min|mean|isfinite|isinf|isnan|eq|ne|gt|lt)\(|torch\.)",
+    r"^\s*((if|elif|while)\b.*(\.(any|all|item|sum|max|min|mean|isfinite|isinf|isnan|eq|ne|gt|lt)\(|torch\.)"
+    r"|for\b.*\bin\b.*(\.shape|\.size\(|\.item\())",
     re.MULTILINE,
 )
+# a converted for loop counts when it plainly runs over a size: the compiler also converts loops
+# over names it cannot type (``for t in tensors``, a tuple of tensors), which a model must not pay for
+_SIZED = re.compile(r"\bin\b.*(\.shape|\.size\(|\.item\()")
 
 
 def _scan(fn) -> bool:
@@ -51,7 +57,12 @@ def _scan_source(fn) -> bool:
         rm = transform_method(fn, **MODEL_OPTIONS)
     except UnbranchError:
         return False
-    return any(n.kind in ("cond", "check") and n.condition == TENSOR for n in rm.notes)
+    lines = rm.source.text.splitlines()
+    return any(
+        (n.kind in ("cond", "check", "while_loop") and n.condition == TENSOR)
+        or (n.kind == "scan" and _SIZED.search(lines[n.line - rm.source.line]))
+        for n in rm.notes
+    )
 
 
 def _module_functions(module_name: str):

@@ -25,7 +25,17 @@ def filename_for(info: SourceInfo, digest: str) -> str:
     return f"unbranch:{info.qualname}:{digest[:8]}"
 
 
-def compile_function(text: str, info: SourceInfo, freevars: tuple, filename: str) -> types.CodeType:
+def compile_function(
+    text: str, info: SourceInfo, freevars: tuple, filename: str, runtime_cell: str | None = None
+) -> types.CodeType:
+    """The code object of the ``def`` in ``text``, whose free variables are exactly ``freevars``.
+
+    ``runtime_cell`` names one more free variable through which the code reaches the runtime
+    (for a function object of its own, RewrittenMethod.func); without it the code reads the
+    runtime as a global, as it must to be swapped into the original function.
+    """
+    if runtime_cell is not None:
+        freevars = tuple(sorted((*freevars, runtime_cell)))  # the order the compiler gives them
     try:
         tree = ast.parse(text, filename)
     except SyntaxError as e:  # a hook produced bad code
@@ -49,7 +59,7 @@ def compile_function(text: str, info: SourceInfo, freevars: tuple, filename: str
     code = compile(ast.fix_missing_locations(ast.Module([outer], [])), filename, "exec")
     outer_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     inner = next(c for c in outer_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.name)
-    if inner.co_freevars != tuple(freevars):
+    if inner.co_freevars != freevars:
         raise UnbranchError(
             f"rewritten code has free variables {inner.co_freevars}, the original {tuple(freevars)}",
             info.path,
@@ -70,8 +80,16 @@ def register(filename: str, info: SourceInfo, text: str, anchors=None) -> None:
     source_map.register(filename, smap)
 
 
+# (id of a module's globals, name) -> [the globals, swapped functions using the name, added by unbranch]
+_BOUND: dict[tuple[int, str], list] = {}
+
+
 def bind_runtime(fn: types.FunctionType, name: str) -> None:
-    """Rewritten code reaches unbranch.runtime through one global of the function's module."""
+    """Swapped-in code reaches unbranch.runtime through one global of the function's module.
+
+    Counted per module and name, so the global lives exactly as long as some swapped
+    function needs it (nested contexts, several functions of one module).
+    """
     current = fn.__globals__.get(name)
     if current is not None and current is not runtime:
         raise UnbranchError(
@@ -80,12 +98,27 @@ def bind_runtime(fn: types.FunctionType, name: str) -> None:
             fn.__code__.co_firstlineno,
             "global",
         )
+    entry = _BOUND.setdefault((id(fn.__globals__), name), [fn.__globals__, 0, name not in fn.__globals__])
+    entry[1] += 1
     fn.__globals__[name] = runtime
 
 
-def make_function(fn: types.FunctionType, code: types.CodeType) -> types.FunctionType:
-    """A new function object running ``code`` with ``fn``'s globals, closure and defaults."""
-    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+def unbind_runtime(fn: types.FunctionType, name: str) -> None:
+    """Undo one bind_runtime; the last one removes the global if unbranch added it."""
+    key = (id(fn.__globals__), name)
+    entry = _BOUND[key]
+    entry[1] -= 1
+    if entry[1] == 0:
+        del _BOUND[key]
+        if entry[2] and fn.__globals__.get(name) is runtime:
+            del fn.__globals__[name]
+
+
+def make_function(fn: types.FunctionType, code: types.CodeType, cells: dict | None = None) -> types.FunctionType:
+    """A new function object running ``code`` with ``fn``'s globals, closure (plus ``cells``) and defaults."""
+    by_name = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()), **(cells or {}))
+    closure = tuple(by_name[name] for name in code.co_freevars) or None
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, closure)
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__ = fn.__qualname__
     new.__module__ = fn.__module__

@@ -5,13 +5,23 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
 
+# torch_export_rewrite(lower_under_compile=True) sets this while open: cond/scan/while_loop
+# under torch.compile too (by default compiled code takes the plain Python branches)
+LOWER_UNDER_COMPILE = False
+
 
 def tracing() -> bool:
-    return torch.compiler.is_exporting() or torch.compiler.is_compiling()
+    """Does torch.export trace right now (or torch.compile, when asked for)?
+
+    Measured (torch 2.13): ``is_exporting()`` is True in non-strict and strict export, and
+    inside the branches of a cond they trace; it is False under torch.compile (eager and
+    inductor backends), whose graphs must stay what the original code gives.
+    """
+    return torch.compiler.is_exporting() or (LOWER_UNDER_COMPILE and torch.compiler.is_compiling())
 
 
 def is_symbolic(value) -> bool:
-    """True for a tensor or a SymBool while torch traces (export or compile), else False.
+    """True for a tensor or a SymBool while torch exports (see tracing), else False.
 
     Under strict export dynamo shows a SymBool as ``bool``; a real bool is then told apart
     by identity with ``True``/``False`` (measured: this neither guards nor specialises).
