@@ -400,7 +400,13 @@ def _context(named, models, dump_rewriting, verbose, strict, lower_under_compile
             _say(verbose, rm)
             if dump_rewriting:
                 _dump(dump_rewriting, rm)
-        yield report
+        try:
+            yield report
+        except Exception as e:
+            ours = _unbranch_failure(e)
+            if ours is None:
+                raise
+            raise ours from e
     finally:
         _tracing.LOWER_UNDER_COMPILE = compiling
         for fn, code, name in reversed(swapped):
@@ -408,6 +414,25 @@ def _context(named, models, dump_rewriting, verbose, strict, lower_under_compile
             loader.unbind_runtime(fn, name)
             if code is _ORIGINAL_CODE.get(fn):
                 del _ORIGINAL_CODE[fn]
+
+
+def _unbranch_failure(e: BaseException) -> UnbranchError | None:
+    """The runtime's own error inside what strict export raised ("Observed exception"), as UnbranchError.
+
+    Under dynamo the runtime can only raise a builtin ``RuntimeError("unbranch: ...")``; torch
+    wraps it, and the user would see dynamo's generic message instead of the reason.
+    """
+    if isinstance(e, UnbranchError):
+        return None
+    seen = e
+    while seen is not None:
+        text = str(seen)
+        start = text.find("unbranch: ")
+        if start >= 0:
+            message = text[start + len("unbranch: ") :].split('")')[0].split("')")[0]
+            return UnbranchError(message)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def rewrite_source(
