@@ -172,6 +172,8 @@ def _replace(node, new: list, result) -> None:
     old = node.outputs[0]
     name, result.dtype, result.shape = old.name, old.dtype, old.shape
     old.name, result.name = None, name
+    for k, value in enumerate(n.outputs[0] for n in new):
+        value.name = value.name or f"{name}_unbranch_{k}"  # unnamed values would get clashing default names
     graph = node.graph
     graph.insert_before(node, new)
     ir.convenience.replace_all_uses_with(old, result)
