@@ -178,7 +178,8 @@ def test_nllb_moe_float16_in_onnxruntime():
             expected = model(**kwargs)
         with unbranch.torch_export_rewrite(model):
             ep = torch.export.export(model, (), kwargs=kwargs, dynamic_shapes=tiny.dynamic_shapes(kwargs))
-        program = unbranch.onnx.export(ep)
+        with pytest.warns(unbranch.onnx.DroppedChecksWarning, match="data-dependent assertions: 4"):
+            program = unbranch.onnx.export(ep)  # the router's .item() range assertions
         feeds = {i.name: kwargs[i.name].numpy() for i in program.model.graph.inputs}
         taken = if_conditions(program.model, feeds)
         assert any(taken) == flip  # the clamp runs exactly when the weights overflow float16
