@@ -62,6 +62,17 @@ def test_if_becomes_onnx_if_and_takes_both_sides():
         assert_like_eager(run, model, x)
 
 
+def test_a_failed_conversion_names_the_control_flow(monkeypatch):
+    ep = export_rewritten(Renormalise(), (torch.randn(3, 4),), strict=False, dynamic_shapes=DYN0)
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("## Exception summary\n\nPendingUnbackedSymbolNotFound: u12")
+
+    monkeypatch.setattr(torch.onnx, "export", fails)
+    with pytest.raises(unbranch.UnbranchError, match=r"with cond \(cond\): PendingUnbackedSymbolNotFound: u12"):
+        unbranch.onnx.export(ep)
+
+
 class Guarded(torch.nn.Module):
     def forward(self, x):
         if (x > 100).any():

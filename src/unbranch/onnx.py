@@ -19,6 +19,7 @@ Plain ``torch.onnx.export(ep, dynamo=True)`` plus what programs holding ``cond``
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 
 import torch
@@ -74,10 +75,12 @@ def export(ep, *, onnxruntime_float16: bool = True, verbose: bool = False, **kwa
     raises ``UnbranchError`` naming them, with torch's error as the cause. torch's progress
     lines and warnings are captured unless ``verbose``.
     """
-    kwargs.setdefault("verbose", False)
+    missing = [m for m in ("onnx", "onnxscript", "onnx_ir") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ImportError(f"unbranch.onnx needs {', '.join(missing)}: pip install 'unbranch[onnx]'")
     try:
         with torch.no_grad(), quiet(not verbose):
-            program = torch.onnx.export(ep, dynamo=True, **kwargs)
+            program = torch.onnx.export(ep, dynamo=True, verbose=verbose, **kwargs)
     except Exception as e:
         flow = _control_flow(ep)
         if not flow:
