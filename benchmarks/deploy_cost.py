@@ -138,13 +138,18 @@ def constructs(repeats: int, calls: int) -> dict:
 
 
 def bart(repeats: int, calls: int) -> dict:
+    """Tiny BART on (4, 16) inputs; float32 has no cond (the clamp's dtype test is Python): the reference."""
     tiny = MODELS["BartModel"]
     model = tiny.build("BartModel", torch.float16)
     flipped = copy.deepcopy(model)
     tiny.flip_model(flipped)  # the encoder layer's float16 overflow: the clamp runs
     example = tiny.inputs(2, 7)
     results = {}
-    sides = {"BART float16 / no overflow (else)": model, "BART float16 / overflow, clamp (then)": flipped}
+    sides = {
+        "BART float16 / no overflow (else)": model,
+        "BART float16 / overflow, clamp (then)": flipped,
+        "BART float32 / no cond (reference)": tiny.build("BartModel", torch.float32),
+    }
     for label, m in sides.items():
         with torch.no_grad():
             m(**example)
