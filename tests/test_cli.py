@@ -29,3 +29,20 @@ def test_validate_default_model_json(capsys):
     assert main(["validate", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["model"] == "BartModel" and row["ok"] and row["plain"] != "ok" and row["rewritten"] == "ok"
+
+
+@pytest.mark.slow
+def test_validate_is_quiet_unless_verbose(capfd):
+    assert main(["validate"]) == 0
+    out, err = capfd.readouterr()
+    assert len((out + err).splitlines()) <= 5 and "def forward" not in out + err  # the table alone
+    assert main(["validate", "-v"]) == 0
+    out, err = capfd.readouterr()
+    assert "def forward" in err and "PASS" in out  # the failing plain export's partial graph, on demand
+
+
+@pytest.mark.slow
+def test_validate_onnx_column(capsys):
+    assert main(["validate", "--onnx"]) == 0
+    out = capsys.readouterr().out
+    assert "onnxruntime" in out.splitlines()[0] and "1 If, max diff" in out

@@ -28,7 +28,9 @@ def _validate(args) -> int:
         if len(names) > 1 and not args.json:
             bar = "#" * (20 * i // len(names))
             print(f"\r[{bar:<20}] {i}/{len(names)} {name:<28}", end="", file=sys.stderr, flush=True)
-        results.append(validate(name, dtype, strict=args.strict))
+        results.append(validate(name, dtype, strict=args.strict, onnx=args.onnx))
+        if args.verbose:
+            print(results[-1].log, file=sys.stderr)
     if len(names) > 1 and not args.json:
         print(file=sys.stderr)
     if args.json:
@@ -47,6 +49,7 @@ def _table(results) -> None:
         "conds",
         "both sides",
         "max diff (example/other/flipped)",
+        *(("onnxruntime",) if any(r.onnx for r in results) else ()),
         "result",
     )
     rows = []
@@ -63,6 +66,7 @@ def _table(results) -> None:
                 str(r.conds),
                 sides,
                 diffs,
+                *((_onnx_cell(r),) if r.onnx else ()),
                 "PASS" if r.ok else "FAIL",
             )
         )
@@ -72,8 +76,22 @@ def _table(results) -> None:
     for r in results:
         if r.rewritten != "ok":
             print(f"\n{r.model}: {r.rewritten}")
+        if r.onnx not in ("", "ok"):
+            print(f"\n{r.model}: ONNX: {r.onnx}")
+        if r.dropped_checks or r.dropped_assertions:
+            checks = "; ".join(r.dropped_checks) or "none"
+            print(
+                f"{r.model}: not in the ONNX model: checks {checks}; {r.dropped_assertions} data-dependent assertion(s)"
+            )
         if r.methods:
             print(f"{r.model}: rewrote {', '.join(r.methods)}")
+
+
+def _onnx_cell(r) -> str:
+    if r.onnx != "ok":
+        return "FAILS"
+    ops = " ".join(f"{n} {op}" for op, n in sorted(r.onnx_ops.items())) or "no If/Loop/Scan"
+    return f"{ops}, max diff {max(r.onnx_diff.values(), default=0):.0e}"
 
 
 def _load(target: str):
@@ -137,6 +155,8 @@ def main(argv=None) -> int:
     v.add_argument("--dtype", default="float16", choices=["float16", "float32", "bfloat16"])
     v.add_argument("--strict", action="store_true", help="use torch.export's strict mode")
     v.add_argument("--json", action="store_true", help="print results as JSON")
+    v.add_argument("--onnx", action="store_true", help="also convert to ONNX and compare onnxruntime with eager")
+    v.add_argument("-v", "--verbose", action="store_true", help="show what torch and onnx printed")
     v.set_defaults(run=_validate)
     r = sub.add_parser("rewrite", help="print or write the rewritten source of one function")
     r.add_argument("target", help="package.module:Class.method")

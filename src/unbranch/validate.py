@@ -3,19 +3,21 @@
 For each model: plain ``torch.export`` with dynamic batch and sequence (expected to fail
 where a data-dependent branch exists), then the same inside ``torch_export_rewrite(model)``;
 the exported program must match eager on the example inputs, on another batch/sequence
-size, and on inputs or weights that flip the rewritten branch.
+size, and on inputs or weights that flip the rewritten branch. With ``onnx=True`` the
+exported program is also converted (``unbranch.onnx.export``) and run in onnxruntime on
+the same cases.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import time
 from dataclasses import asdict, dataclass, field
 
 import torch
 from torch.utils import _pytree as pytree
 
+from ._quiet import quiet
 from .api import cond_nodes, observe_branches, torch_export_rewrite
 from .zoo import MODELS
 
@@ -32,7 +34,13 @@ class Result:
     methods: list = field(default_factory=list)
     max_diff: dict = field(default_factory=dict)  # inputs -> max |exported - eager|
     sides: dict = field(default_factory=dict)  # dispatched tensor if (file:line) -> sides eager took
+    onnx: str = ""  # "" (not asked), "ok" or the exception of the ONNX conversion or run
+    onnx_ops: dict = field(default_factory=dict)  # If / Loop / Scan -> count in the ONNX model
+    onnx_diff: dict = field(default_factory=dict)  # inputs -> max |onnxruntime - eager| (per tensor)
+    dropped_checks: list = field(default_factory=list)  # messages of the checks the ONNX model does not make
+    dropped_assertions: int = 0  # and how many data-dependent assertions (torch._check, .item() ranges)
     seconds: float = 0.0
+    log: str = ""  # what torch and onnx printed, captured (shown with -v)
 
     @property
     def both_sides(self) -> bool:
@@ -42,21 +50,33 @@ class Result:
     @property
     def ok(self) -> bool:
         tol = TOLERANCE.get(getattr(torch, self.dtype), 1e-4)
-        return self.rewritten == "ok" and all(d <= tol for d in self.max_diff.values())
+        diffs = [*self.max_diff.values(), *self.onnx_diff.values()]
+        return self.rewritten == "ok" and self.onnx in ("", "ok") and all(d <= tol for d in diffs)
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "ok": self.ok}
+        return {**{k: v for k, v in asdict(self).items() if k != "log"}, "ok": self.ok}
 
 
-def max_diff(actual, expected) -> float:
+def max_diff(actual, expected, per_tensor: bool = False) -> float:
+    """Largest ``|actual - expected| / (1 + |expected|)`` over floating leaves (NaN on both sides: equal).
+
+    ``per_tensor`` divides by ``1 + max |expected|`` of the whole tensor instead: onnxruntime's
+    kernels round differently from torch's, and next to float16 values of 6e4 (a clamped
+    overflow) an element of 2 may be off by one float16 step of those, 32.
+    """
     worst = 0.0
     for a, e in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected)):
         if isinstance(e, torch.Tensor) and e.is_floating_point():
             a, e = a.float(), e.float()
             both_nan = torch.isnan(a) & torch.isnan(e)
-            diff = torch.where(both_nan, 0.0, (a - e).abs() / (1 + e.abs()))
+            scale = e.abs().nan_to_num(0, 0, 0).max() if per_tensor and e.numel() else e.abs()
+            diff = torch.where(both_nan, 0.0, (a - e).abs() / (1 + scale))
             worst = max(worst, float(diff.nan_to_num(float("inf")).max()) if diff.numel() else 0.0)
     return worst
+
+
+def _tensors(tree) -> list:
+    return [leaf for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
 
 
 def _as(dtype, kwargs: dict) -> dict:
@@ -80,32 +100,39 @@ def _tensor_sites(report) -> set[str]:
     }
 
 
-def validate(name: str, dtype=torch.float16, strict: bool = False) -> Result:
-    """Plain export, rewritten export, and eager comparisons for one tiny model."""
+def validate(name: str, dtype=torch.float16, strict: bool = False, onnx: bool = False) -> Result:
+    """Plain export, rewritten export, eager comparisons (and onnxruntime ones) for one tiny model."""
     start = time.perf_counter()
     tiny = MODELS[name]
     res = Result(name, str(dtype).replace("torch.", ""))
     model = tiny.build(name, dtype)
     example = _as(dtype, tiny.inputs(2, 7))
-    with torch.no_grad():
-        model(**example)  # warm-up: some models finish setting themselves up on the first call
-    logging.disable(logging.WARNING)  # a failing plain export logs its whole graph
-    try:
-        _export(tiny, model, example, strict)
-        res.plain = "ok"
-    except Exception as e:
-        res.plain = _error(e)
-    finally:
-        logging.disable(logging.NOTSET)
-    try:
-        with torch_export_rewrite(model) as report:
-            ep = _export(tiny, model, example, strict)
-        res.rewritten, res.conds = "ok", len(cond_nodes(ep))
-        res.methods = [rm.qualname for rm in report]
-    except Exception as e:
-        res.rewritten = _error(e)
-        res.seconds = time.perf_counter() - start
-        return res
+    with quiet() as log:
+        with torch.no_grad():
+            model(**example)  # warm-up: some models finish setting themselves up on the first call
+        try:
+            _export(tiny, model, example, strict)  # expected to fail: torch logs its partial graph
+            res.plain = "ok"
+        except Exception as e:
+            res.plain = _error(e)
+        try:
+            with torch_export_rewrite(model) as report:
+                ep = _export(tiny, model, example, strict)
+            res.rewritten, res.conds = "ok", len(cond_nodes(ep))
+            res.methods = [rm.qualname for rm in report]
+        except Exception as e:
+            res.rewritten = _error(e)
+            ep = None
+        if ep is not None:
+            _compare(res, tiny, model, example, ep, report, strict if onnx else None)
+    res.log = log.getvalue()
+    res.seconds = time.perf_counter() - start
+    return res
+
+
+def _compare(res: Result, tiny, model, example, ep, report, onnx_strict: bool | None) -> None:
+    """Exported program (and ONNX model unless ``onnx_strict`` is None) against eager on every case."""
+    dtype = getattr(torch, res.dtype)
     exported = ep.module()
     # other lengths keep seq % 4 == 7 % 4: LED pads to a multiple of its window in plain Python
     cases = {"example": (model, example), "other shape": (model, _as(dtype, tiny.inputs(3, 11)))}
@@ -114,14 +141,59 @@ def validate(name: str, dtype=torch.float16, strict: bool = False) -> Result:
     flipped = copy.deepcopy(model)
     if tiny.flip_model(flipped):
         cases["flipped weights"] = (flipped, _as(dtype, tiny.inputs(2, 11)))
+    sessions = {}
+    if onnx_strict is not None:
+        sessions[id(model)] = _onnx_session(res, ep)
+        if "flipped weights" in cases and sessions[id(model)]:  # the ONNX optimiser folds weights: convert it too
+            with torch_export_rewrite(flipped):
+                sessions[id(flipped)] = _onnx_session(res, _export(tiny, flipped, example, onnx_strict))
     with torch.no_grad():
         for label, (eager, kwargs) in cases.items():
             exported.load_state_dict(eager.state_dict(), strict=False)
-            res.max_diff[label] = max_diff(exported(**kwargs), eager(**kwargs))
+            expected = eager(**kwargs)
+            res.max_diff[label] = max_diff(exported(**kwargs), expected)
+            if sessions.get(id(eager)):
+                try:
+                    res.onnx_diff[label] = max_diff(
+                        _run(sessions[id(eager)], kwargs), _tensors(expected), per_tensor=True
+                    )
+                except Exception as e:
+                    res.onnx, sessions = _error(e), {}
             with torch_export_rewrite(eager), observe_branches() as seen:
                 eager(**kwargs)  # the rewritten code, eagerly: which sides do these inputs take?
             for site, sides in seen.items():
                 res.sides.setdefault(site, set()).update(sides)
     res.sides = {site: sorted(sides) for site, sides in res.sides.items() if site in _tensor_sites(report)}
-    res.seconds = time.perf_counter() - start
-    return res
+
+
+def _onnx_session(res: Result, ep):
+    """Convert ``ep`` with ``unbranch.onnx.export``; an onnxruntime session, or None (error in ``res``)."""
+    import warnings
+
+    import onnx_ir
+    import onnxruntime
+
+    from . import onnx as unbranch_onnx
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", unbranch_onnx.DroppedChecksWarning)  # recorded in res instead
+            program = unbranch_onnx.export(ep)
+        session = onnxruntime.InferenceSession(
+            program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+    except Exception as e:
+        res.onnx = _error(e)
+        return None
+    res.onnx, res.onnx_ops = "ok", {}
+    res.dropped_checks, assertions = unbranch_onnx.dropped_checks(ep)
+    res.dropped_assertions = len(assertions)
+    for node in onnx_ir.traversal.RecursiveGraphIterator(program.model.graph):
+        if node.op_type in ("If", "Loop", "Scan"):
+            res.onnx_ops[node.op_type] = res.onnx_ops.get(node.op_type, 0) + 1
+    return session
+
+
+def _run(session, kwargs: dict) -> list:
+    feeds = {i.name: kwargs[i.name].numpy() for i in session.get_inputs()}
+    return [torch.from_numpy(o) for o in session.run(None, feeds)]
