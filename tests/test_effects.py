@@ -151,6 +151,7 @@ class CarryThroughView(torch.nn.Module):
         acc = out[0]
         for i in range(x.shape[0]):
             acc += x[i]
+        acc.mul_(2)  # still a row of out after the loop
         return out
 
 
@@ -196,7 +197,16 @@ class ChangesBuffer(torch.nn.Module):
         return x * 2
 
 
+class RebindsOnOneSide(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            x = x * 2
+        x += 1  # the caller's tensor changes only when the branch was not taken
+        return x
+
+
 REFUSED = [
+    (RebindsOnOneSide, "'x' is rebound in one branch only and changed in place after the if"),
     (AppendsInBranch, "the container 'aux' is changed in a branch"),
     (ClosureSeesRebinding, "'scale' is rebound in a branch and read by the nested function 'scaled'"),
     (ChangesBuffer, "an in-place .add_() on an attribute in a branch"),

@@ -50,6 +50,7 @@ class Effects:
     state: tuple  # (node, description) for each write to an attribute
     calls: frozenset  # plain names the block calls
     rebound: frozenset  # names bound other than by ``x op= v`` (after which ``x`` may be a new object)
+    aliased: frozenset  # names bound to (a view of) another name's object, and those names
 
 
 def _root(expr):
@@ -238,8 +239,15 @@ def _effects(stmts: tuple, helpers_key: tuple) -> Effects:
     while changed:  # a mutated alias mutates what it aliases
         grown = mutated.union(*(v.aliases.get(n, set()) for n in mutated))
         changed, mutated = grown != mutated, grown
-    rebound = frozenset(v.rebound - {""})
-    return Effects(frozenset(mutated), frozenset(v.containers), tuple(v.state), frozenset(v.calls), rebound)
+    aliased = {n for n, roots in v.aliases.items() if roots} | set().union(*v.aliases.values())
+    return Effects(
+        frozenset(mutated),
+        frozenset(v.containers),
+        tuple(v.state),
+        frozenset(v.calls),
+        frozenset(v.rebound),
+        frozenset(aliased),
+    )
 
 
 def mutated_parameters(fn: cst.FunctionDef, mutating_helpers=None) -> tuple[int, ...]:

@@ -53,10 +53,13 @@ def carried(node, body, test, facts, ctx, exclude=()):
     return names
 
 
-def changed_in_place(body, names, ctx) -> list:
-    """Positions (as nodes) among ``names`` of the carried values the body may change in place."""
-    mutated = block_effects(body, ctx.mutating_helpers).mutated
-    return [cst.Integer(str(i)) for i, n in enumerate(names) if n in mutated]
+def changed_in_place(body, names, ctx) -> dict:
+    """``mutated``: positions among ``names`` of the carried values the body may change in place;
+    ``kept``: those it never rebinds (``acc += v`` only), which stay the original objects."""
+    effects = block_effects(body, ctx.mutating_helpers)
+    mutated = [i for i, n in enumerate(names) if n in effects.mutated]
+    kept = [i for i in mutated if names[i] not in effects.rebound]
+    return {"mutated": [cst.Integer(str(i)) for i in mutated], "kept": [cst.Integer(str(i)) for i in kept]}
 
 
 def runtime_call(ctx, func: str, positional, **keywords) -> cst.Call:

@@ -6,12 +6,13 @@
                                                      return acc
                                                  acc = _ub.for_range(x.shape[0], loop_body_1,
                                                                      reads=(x,), rows=(z,), carry=(acc,),
-                                                                     mutated=(0,))
+                                                                     mutated=(0,), kept=(0,))
 
 Under export with a dynamic length this is a ``scan``; otherwise the same Python loop. The
 index may only be used as ``t[i]`` on tensors the body reads (``reads``) or fills row by
 row (``rows``); ``mutated`` lists the carried values changed in place (``acc += ...``),
-which a traced step changes on a clone and which are copied back after the loop. The body
+which a traced step changes on a clone and which are copied back after the loop; ``kept``
+those never rebound, which come back as the original objects. The body
 carries exactly the variables the next step or the code after the
 loop reads. Anything else (``break``, ``x[i - 1]``, ...) stays a plain loop.
 """
@@ -45,7 +46,7 @@ EXAMPLES = [
                 z[i] = ((x[i] - y) ** 2).sum(-1)
                 acc += x[i]
                 return acc
-            acc = _ub.for_range(x.shape[0], loop_body_1, reads=(x,), rows=(z,), carry=(acc,), mutated=(0,))
+            acc = _ub.for_range(x.shape[0], loop_body_1, reads=(x,), rows=(z,), carry=(acc,), mutated=(0,), kept=(0,))
             return z, acc
         """,
     ),
@@ -200,7 +201,7 @@ class ForToScan(cst.CSTTransformer):
         it = node.iter
         mutated = changed_in_place(body, state, self.ctx)
         if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"):
-            return [index, *state], "for_each", it, {"carry": state, "mutated": mutated}, state
+            return [index, *state], "for_each", it, {"carry": state, **mutated}, state
         uses = _IndexUses(index, self.ctx)
         for s in body:
             s.visit(uses)
@@ -216,7 +217,7 @@ class ForToScan(cst.CSTTransformer):
         changed = set(reads) & block_effects(body, self.ctx.mutating_helpers).mutated
         if changed:
             return f"'{sorted(changed)[0]}' is read as {sorted(changed)[0]}[{index}] and changed in place in the loop"
-        keywords = {"reads": reads, "rows": rows, "carry": state, "mutated": mutated}
+        keywords = {"reads": reads, "rows": rows, "carry": state, **mutated}
         return [index, *reads, *rows, *state], "for_range", it.args[0].value, keywords, state
 
 

@@ -24,7 +24,7 @@ import libcst as cst
 from ..analysis.classify import TENSOR
 from ..analysis.effects import block_effects
 from ..analysis.liveness import ALL, Facts, analyse_function, assigned, live_in, meet, orelse_body
-from ..analysis.names import block_writes
+from ..analysis.names import block_writes, param_names
 from ..normalise.boolean_ops import runtime_predicate
 from ..normalise.early_return import _returns_through_ifs, ends_in_return
 from ._util import (
@@ -106,6 +106,8 @@ EXAMPLES = [
 class IfToCond(cst.CSTTransformer):
     def __init__(self, ctx, fn: cst.FunctionDef, facts: Facts):
         self.ctx, self.fn, self.facts = ctx, fn, facts
+        self.fn_effects = block_effects(fn.body.body, ctx.mutating_helpers)
+        self.params = set(param_names(fn))
 
     def visit_FunctionDef(self, node):
         return node is self.fn
@@ -204,7 +206,35 @@ class IfToCond(cst.CSTTransformer):
                 return f"'{name}' may be unbound when the if runs"
         mutated = [m for m in operands if m in mutated]
         kept = [n for n in outputs or () if n in mutated and n not in effects.rebound]
+        why = self._identity_depends_on_branch(node, body, orelse, [n for n in outputs or () if n in before])
+        if why:
+            return why
         return operands, outputs, mutated, kept
+
+    def _identity_depends_on_branch(self, node, body, orelse, names) -> str | None:
+        """A name rebound on one side only, then changed in place after the if, where others can see it.
+
+        Python changes the old object on one side and a new one on the other; a cond output is
+        always a new tensor, so the exported program could not change the old one. Left as Python.
+        """
+        one_sided = [
+            n
+            for n in names
+            if (n in block_effects(body).rebound) != (n in block_effects(orelse).rebound)
+            and n in self.fn_effects.mutated
+            and (n in self.params or n in self.fn_effects.aliased)
+        ]
+        if not one_sided:
+            return None
+        rest = self.fn.deep_replace(node, cst.SimpleStatementLine([cst.Pass()]))
+        later = block_effects(rest.body.body, self.ctx.mutating_helpers).mutated
+        for n in one_sided:
+            if n in later:
+                return (
+                    f"'{n}' is rebound in one branch only and changed in place after the if "
+                    "(which object that change reaches depends on the branch: a cond cannot express it)"
+                )
+        return None
 
 
 def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:

@@ -42,7 +42,7 @@ EXAMPLES = [
                 acc += x[0]
                 n -= 1
                 return n, acc
-            n, acc = _ub.while_stmt(loop_cond_1, loop_body_1, (n, acc), mutated=(0, 1))
+            n, acc = _ub.while_stmt(loop_cond_1, loop_body_1, (n, acc), mutated=(0, 1), kept=(0, 1))
             return acc
         """,
     ),
@@ -97,10 +97,8 @@ class WhileToLoop(cst.CSTTransformer):
             branch_def(cond_name, state, [pred], []).with_changes(leading_lines=updated.leading_lines),
             branch_def(body_name, state, explicit_super(body, ctx.self_name), state),
         ]
-        mutated = changed_in_place(body, state, ctx)
-        call = runtime_call(
-            ctx, "while_stmt", [cst.Name(cond_name), cst.Name(body_name), tuple_node(state)], mutated=mutated
-        )
+        inplace = changed_in_place(body, state, ctx)
+        call = runtime_call(ctx, "while_stmt", [cst.Name(cond_name), cst.Name(body_name), tuple_node(state)], **inplace)
         ctx.note(original, "while_loop", f"carry: {', '.join(state)}")
         return cst.FlattenSentinel([*defs, call_statement(state, call)])
 

@@ -125,7 +125,7 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
         branch.__name__ = getattr(fn, "__name__", "branch")
         return branch
 
-    out = torch.cond(pred, adapt(then_fn), adapt(else_fn), tuple(tensors))
+    out = torch.cond(pred, adapt(then_fn), adapt(else_fn), _unaliased(tensors))
     if writable:
         out, written = out
         for k, value in zip(writable, written):
@@ -138,6 +138,20 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
             else:
                 out = operands[k]
     return out
+
+
+def _unaliased(tensors) -> tuple:
+    """The operands with a copy in place of each one sharing memory with an earlier one.
+
+    ``torch.cond`` rejects inputs that alias each other (``y = x[:]``, ``a = y.view_as(x)``,
+    one tensor under two names); values are unchanged, and write-back still targets the originals.
+    """
+    roots, out = [], []
+    for t in tensors:
+        root = t._base if t._base is not None else t
+        out.append(t.clone() if any(root is r for r in roots) else t)
+        roots.append(root)
+    return tuple(out)
 
 
 def _leaf_owners(operands) -> list[int]:

@@ -63,14 +63,21 @@ def _fresh_carry(state, mutated):
     return tuple(v.clone() if k in mutated else v for k, v in enumerate(state))
 
 
-def _write_back(carry, final, mutated):
-    """Copy what the loop left in in-place-changed carries into the originals (their aliases see it)."""
+def _write_back(carry, final, mutated, kept) -> tuple:
+    """Copy what the loop left in in-place-changed carries into the originals (their aliases see it).
+
+    The carries in ``kept`` were only ever changed in place: they come back as the originals.
+    """
+    final = list(final)
     for k in mutated:
         if isinstance(carry[k], torch.Tensor):
             carry[k].copy_(final[k])
+            if k in kept:
+                final[k] = carry[k]
+    return tuple(final)
 
 
-def for_range(n, body, reads=(), rows=(), carry=(), mutated=()):
+def for_range(n, body, reads=(), rows=(), carry=(), mutated=(), kept=()):
     """``for i in range(n): body`` -> ``scan`` over ``i`` when ``n`` is a symbolic size."""
     tensors = all(isinstance(t, torch.Tensor) for t in (*reads, *rows, *pytree.tree_leaves(carry)))
     if not (tensors and _symbolic_length(n)):
@@ -94,11 +101,10 @@ def for_range(n, body, reads=(), rows=(), carry=(), mutated=()):
     state, ys = scan(step, tuple(carry) or (torch.zeros((), device=device),), xs)
     for target, stacked in zip(rows, ys):
         target[: stacked.shape[0]] = stacked
-    _write_back(carry, state, mutated)
-    return _from_tuple(tuple(state)[: len(carry)])
+    return _from_tuple(_write_back(carry, tuple(state)[: len(carry)], mutated, kept))
 
 
-def for_each(iterable, body, carry=(), mutated=()):
+def for_each(iterable, body, carry=(), mutated=(), kept=()):
     """``for row in x: body`` -> ``scan`` over the first dimension of a tensor of symbolic length."""
     symbolic = isinstance(iterable, torch.Tensor) and _symbolic_length(iterable.shape[0])
     if not symbolic or not all(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(carry)):
@@ -113,11 +119,10 @@ def for_each(iterable, body, carry=(), mutated=()):
         return fresh_outputs(out, (*state, row)) or (state[0] + 0,), ()
 
     state, _ = scan(step, tuple(carry) or (torch.zeros((), device=iterable.device),), iterable)
-    _write_back(carry, state, mutated)
-    return _from_tuple(tuple(state)[: len(carry)])
+    return _from_tuple(_write_back(carry, tuple(state)[: len(carry)], mutated, kept))
 
 
-def while_stmt(cond, body, carry=(), mutated=()):
+def while_stmt(cond, body, carry=(), mutated=(), kept=()):
     """``while cond: body`` -> ``while_loop`` once the condition is a symbolic value."""
     state = tuple(carry)
     while True:
@@ -136,6 +141,4 @@ def while_stmt(cond, body, carry=(), mutated=()):
     def step(*values):
         return fresh_outputs(_as_tuple(body(*_fresh_carry(values, mutated)), len(carry)), values)
 
-    final = tuple(while_loop(test, step, state))
-    _write_back(state, final, mutated)
-    return _from_tuple(final)
+    return _from_tuple(_write_back(state, tuple(while_loop(test, step, state)), mutated, kept))
