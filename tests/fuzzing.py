@@ -372,7 +372,12 @@ class Call(torch.nn.Module):
 
 
 # what unbranch says of an if it leaves as Python because a branch function would lose an effect
-REFUSALS = ("is changed in a branch", "read by the nested function", "Python state and parameters")
+REFUSALS = (
+    "is changed in a branch",
+    "read by the nested function",
+    "Python state and parameters",
+    "rebound in one branch only",
+)
 
 
 def refused(e: BaseException) -> bool:

@@ -226,8 +226,11 @@ class IfToCond(cst.CSTTransformer):
         ]
         if not one_sided:
             return None
+        # a parameter rebound elsewhere before being changed holds a fresh object: nobody else sees it
         rest = self.fn.deep_replace(node, cst.SimpleStatementLine([cst.Pass()]))
-        later = block_effects(rest.body.body, self.ctx.mutating_helpers).mutated
+        rebound_elsewhere = block_effects(rest.body.body).rebound
+        one_sided = [n for n in one_sided if n in self.fn_effects.aliased or n not in rebound_elsewhere]
+        later = block_effects(statements_after(self.fn, node), self.ctx.mutating_helpers).mutated
         for n in one_sided:
             if n in later:
                 return (
@@ -235,6 +238,44 @@ class IfToCond(cst.CSTTransformer):
                     "(which object that change reaches depends on the branch: a cond cannot express it)"
                 )
         return None
+
+
+def statements_after(fn: cst.FunctionDef, node) -> list:
+    """Statements that may run after ``node``: what follows it in each enclosing block, and the
+    whole body of each enclosing loop (its next iteration)."""
+    later: list = []
+
+    def search(stmts) -> bool:
+        for i, s in enumerate(stmts):
+            if s is node:
+                later.extend(stmts[i + 1 :])
+                return True
+            for block in _blocks(s):
+                if search(block):
+                    later.extend(stmts[i + 1 :])
+                    if isinstance(s, (cst.For, cst.While)):
+                        later.append(s)
+                    return True
+        return False
+
+    search(list(fn.body.body))
+    return later
+
+
+def _blocks(s) -> list:
+    """The statement lists nested directly in a compound statement."""
+    if isinstance(s, cst.If):
+        return [list(s.body.body), orelse_body(s)]
+    if isinstance(s, (cst.For, cst.While)):
+        return [list(s.body.body)] + ([list(s.orelse.body.body)] if s.orelse else [])
+    if isinstance(s, cst.With):
+        return [list(s.body.body)]
+    if isinstance(s, (cst.Try, cst.TryStar)):
+        parts = [s.body, *(h.body for h in s.handlers), *(p.body for p in (s.orelse, s.finalbody) if p)]
+        return [list(p.body) for p in parts]
+    if isinstance(s, cst.Match):
+        return [list(c.body.body) for c in s.cases]
+    return []
 
 
 def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
