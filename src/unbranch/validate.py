@@ -178,7 +178,7 @@ def _onnx_session(res: Result, ep):
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", unbranch_onnx.DroppedChecksWarning)  # recorded in res instead
-            program = unbranch_onnx.export(ep)
+            program = unbranch_onnx.export(ep, verbose=True)  # into the log validate captures (-v)
         session = onnxruntime.InferenceSession(
             program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"]
         )
