@@ -170,15 +170,15 @@ def _onnx_session(res: Result, ep):
     """Convert ``ep`` with ``unbranch.onnx.export``; an onnxruntime session, or None (error in ``res``)."""
     import warnings
 
-    import onnx_ir
-    import onnxruntime
-
     from . import onnx as unbranch_onnx
 
     try:
+        import onnx_ir
+        import onnxruntime
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", unbranch_onnx.DroppedChecksWarning)  # recorded in res instead
-            program = unbranch_onnx.export(ep)
+            program = unbranch_onnx.export(ep, verbose=True)  # into the log validate captures (-v)
         session = onnxruntime.InferenceSession(
             program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"]
         )
