@@ -226,11 +226,11 @@ class IfToCond(cst.CSTTransformer):
         ]
         if not one_sided:
             return None
-        # a parameter rebound elsewhere before being changed holds a fresh object: nobody else sees it
-        rest = self.fn.deep_replace(node, cst.SimpleStatementLine([cst.Pass()]))
-        rebound_elsewhere = block_effects(rest.body.body).rebound
-        one_sided = [n for n in one_sided if n in self.fn_effects.aliased or n not in rebound_elsewhere]
-        later = block_effects(statements_after(self.fn, node), self.ctx.mutating_helpers).mutated
+        before, after = surroundings(self.fn, node)
+        # a parameter rebound before the if on every path holds a fresh object: nobody else sees it
+        fresh = block_effects(before).rebound
+        one_sided = [n for n in one_sided if n in self.fn_effects.aliased or n not in fresh]
+        later = block_effects(after, self.ctx.mutating_helpers).mutated
         for n in one_sided:
             if n in later:
                 return (
@@ -240,26 +240,28 @@ class IfToCond(cst.CSTTransformer):
         return None
 
 
-def statements_after(fn: cst.FunctionDef, node) -> list:
-    """Statements that may run after ``node``: what follows it in each enclosing block, and the
-    whole body of each enclosing loop (its next iteration)."""
-    later: list = []
+def surroundings(fn: cst.FunctionDef, node) -> tuple[list, list]:
+    """(simple statements that always run before ``node``, statements that may run after it).
+
+    After: what follows it in each enclosing block, and each enclosing loop whole (its next
+    iteration). Before: the simple statements preceding it in each enclosing block.
+    """
+    before: list = []
+    after: list = []
 
     def search(stmts) -> bool:
         for i, s in enumerate(stmts):
-            if s is node:
-                later.extend(stmts[i + 1 :])
+            found = s is node or any(search(block) for block in _blocks(s))
+            if found:
+                before.extend(p for p in stmts[:i] if isinstance(p, cst.SimpleStatementLine))
+                after.extend(stmts[i + 1 :])
+                if s is not node and isinstance(s, (cst.For, cst.While)):
+                    after.append(s)
                 return True
-            for block in _blocks(s):
-                if search(block):
-                    later.extend(stmts[i + 1 :])
-                    if isinstance(s, (cst.For, cst.While)):
-                        later.append(s)
-                    return True
         return False
 
     search(list(fn.body.body))
-    return later
+    return before, after
 
 
 def _blocks(s) -> list:
