@@ -24,15 +24,16 @@ def test_rewritten_matches_original(source):
 @settings(BOUNDED, max_examples=8)
 @given(EXPORTED, st.sampled_from(PYTHON_ARGS))
 def test_exported_matches_original(source, python_args):
+    # an if whose effects a cond could not keep is refused with its reason: never a different result
     divergence = check_export(source, python_args, strict=False)
-    assert divergence is None, str(divergence)
+    assert divergence is None or divergence.kind == "refusal", str(divergence)
 
 
 @settings(BOUNDED, max_examples=3)
 @given(EXPORTED, st.sampled_from(PYTHON_ARGS))
 def test_exported_matches_original_strict(source, python_args):
     divergence = check_export(source, python_args, strict=True)
-    assert divergence is None, str(divergence)
+    assert divergence is None or divergence.kind == "refusal", str(divergence)
 
 
 # side effects: aliases, views, in-place ops, a mutating helper, an appended list, a closure
@@ -49,6 +50,5 @@ def test_effects_rewritten_matches_original(source):
 @settings(BOUNDED, max_examples=6)
 @given(programs(max_statements=12, effects=True).filter(branches_on_tensors), st.sampled_from(PYTHON_ARGS))
 def test_effects_exported_matches_original(source, python_args):
-    # an if that would lose an effect is refused with its reason: never a different result
     divergence = check_export(source, python_args, strict=False)
     assert divergence is None or divergence.kind == "refusal", str(divergence)
