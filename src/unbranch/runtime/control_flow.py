@@ -111,16 +111,18 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
 
     def adapt(fn):
         def branch(*ts):
+            # tensors are never bound to a local name here: dynamo names the branch graph's
+            # inputs after such names, and two nested conds would then both take e.g. 't'
+            # (torch's codegen: "duplicate argument 't' in function definition")
             values = list(leaves)
-            clones = []
-            for k, (i, t) in enumerate(zip(positions, ts)):
-                if k in writable:
-                    t = t.clone()
-                    clones.append(t)
-                values[i] = t
+            for n, i in enumerate(positions):
+                values[i] = ts[n]
+            clones = tuple(ts[k].clone() for k in writable)
+            for n, k in enumerate(writable):
+                values[positions[k]] = clones[n]
             out = fn(*pytree.tree_unflatten(values, spec))
             out = () if out is None else out
-            return fresh_outputs((out, tuple(clones)) if writable else out, ts)
+            return fresh_outputs((out, clones) if writable else out, ts)
 
         branch.__name__ = getattr(fn, "__name__", "branch")
         return branch
