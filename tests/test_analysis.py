@@ -35,6 +35,11 @@ def test_mutated_names(code, mutated):
     assert set(block_effects(body(code)).mutated) == mutated
 
 
+def test_sort_changes_a_list_not_a_tensor():
+    assert block_effects(body("names.sort()")).containers == {"names"}
+    assert not block_effects(body("values, order = x.sort(dim=-1)")).mutated
+
+
 def test_containers_and_state():
     effects = block_effects(body("aux.append(v)\nd.update(k=1)\nself.cache = v\nself.buf.add_(1)\nx.T.add_(1)"))
     assert effects.containers == {"aux", "d"}

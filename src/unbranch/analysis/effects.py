@@ -38,9 +38,9 @@ VIEW_FUNCTIONS = frozenset(
 VIEW_ATTRIBUTES = frozenset("T mT H mH real imag data".split())
 # receivers of ``ns.fn_(t)`` that are namespaces of functions, not the tensor changed
 FUNCTION_NAMESPACES = frozenset({"torch", "F", "nn", "functional", "init"})
-CONTAINER_METHODS = frozenset(
-    "append extend insert remove clear update setdefault popitem sort reverse discard pop".split()
-)
+CONTAINER_METHODS = frozenset("append extend insert remove clear update setdefault popitem reverse discard pop".split())
+# list methods a tensor has too, without changing it (``v, i = x.sort()``): a mutation only as a statement
+STATEMENT_ONLY_METHODS = frozenset({"sort"})
 
 
 @dataclass(frozen=True)
@@ -174,6 +174,12 @@ class _Sites(cst.CSTVisitor):
 
     def visit_NamedExpr(self, node):
         self._alias(node.target, node.value)
+
+    def visit_Expr(self, node):
+        f = node.value.func if isinstance(node.value, cst.Call) else None
+        if isinstance(f, cst.Attribute) and f.attr.value in STATEMENT_ONLY_METHODS:
+            self._mutate(f.value, node, f".{f.attr.value}() on an attribute")
+            self.containers |= alias_roots(f.value)
 
     def visit_Call(self, node):
         f = node.func
