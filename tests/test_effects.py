@@ -274,3 +274,27 @@ def test_branch_calling_helpers_that_change_arguments(strict):
     code = unbranch.transform_method(CallsMutatingHelper.forward).code
     assert "mutated=(0,)" in code
     run_three_ways(CallsMutatingHelper(), (torch.randn(4, 3),), SIGNED, strict, [CallsMutatingHelper.forward], 1)
+
+
+class ChangesOneOfTwoAliases(torch.nn.Module):
+    def forward(self, x):
+        y = x * 1
+        a = y.view_as(y)
+        if x.sum() > 0:
+            a.add_(1.0)
+            r = -y  # sees the change through the other name
+        else:
+            r = y
+        return r, a
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_change_through_one_of_two_aliased_operands_is_refused(strict):
+    for x in (torch.rand(4, 3), -torch.rand(5, 3)):  # eager inside the context stays exact
+        with unbranch.torch_export_rewrite(rewrite=[ChangesOneOfTwoAliases.forward]):
+            got = ChangesOneOfTwoAliases()(x)
+        assert_same(got, ChangesOneOfTwoAliases()(x))
+    example = (torch.randn(4, 3),)
+    with pytest.raises(UnbranchError, match=r"changes 'a' \(sharing memory with 'y'\) in place"):
+        with unbranch.torch_export_rewrite(rewrite=[ChangesOneOfTwoAliases.forward]):
+            torch.export.export(ChangesOneOfTwoAliases(), example, dynamic_shapes=all_dynamic(example), strict=strict)

@@ -6,6 +6,7 @@ import contextlib
 import difflib
 import hashlib
 import os
+import re
 import types
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -426,13 +427,15 @@ def _unbranch_failure(e: BaseException) -> UnbranchError | None:
         return None
     seen = e
     while seen is not None:
-        text = str(seen)
-        start = text.find("unbranch: ")
-        if start >= 0:
-            message = text[start + len("unbranch: ") :].split('")')[0].split("')")[0]
-            return UnbranchError(message)
+        found = _RUNTIME_FAILURE.search(str(seen))
+        if found:
+            return UnbranchError(found.group(1))
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+# what runtime._tracing.fail raises under dynamo, as dynamo quotes it: "unbranch: <message> [<construct>]"
+_RUNTIME_FAILURE = re.compile(r"unbranch: (.*?\])[\"']\)")
 
 
 def rewrite_source(

@@ -62,10 +62,17 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
             # A shape condition torch.cond cannot take (e.g. non-tensor outputs): specialise on
             # it as the plain ``if`` would have, rather than fail an export that worked before.
             return then_fn(*operands) if pred else else_fn(*operands)
-        if "mutation" in str(e) and set(mutated) != set(_tensor_operands(operands)):
+        everything = _tensor_operands(operands)
+        if "mutation" in str(e) and set(mutated) != set(everything):
             # changed in place by code the compiler cannot see (a helper, a C extension):
-            # every tensor operand gets the clone-and-write-back treatment
-            return _cond(pred, then_fn, else_fn, operands, _tensor_operands(operands), kept)
+            # every tensor operand gets the clone-and-write-back treatment, if none shares memory
+            unwritable = _unwritable(then_fn, operands, everything)
+            if unwritable:
+                fail(
+                    f"a branch of this if changes {unwritable} in place, which torch.cond cannot carry out of a branch",
+                    f"if at {origin_of_caller(1)}",
+                )
+            return _cond(pred, then_fn, else_fn, operands, everything, kept)
         first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
         raise UnbranchError(
             f"torch.cond rejected this if on a tensor condition: {first}", construct=f"if at {origin_of_caller(1)}"
@@ -89,16 +96,32 @@ def _runs_inplace_modules(operands) -> bool:
 
 
 def _unwritable(branch, operands, mutated) -> str | None:
-    """The first operand a branch changes in place that is neither a tensor nor immutable, described."""
+    """Why the operands a branch changes in place cannot be handed to a cond (None when they can).
+
+    A list, dict or object cannot be cloned and written back; a tensor sharing memory with
+    another operand (``a = y.view_as(x)``, ``x = y``) would, once cloned, stop showing the
+    change through the other name inside the branch.
+    """
+    names = branch.__code__.co_varnames[: branch.__code__.co_argcount]
+    name = lambda k: f"'{names[k]}'" if k < len(names) else f"operand {k}"  # noqa: E731
+    roots = {k: _root(v) for k, v in enumerate(operands) if isinstance(v, torch.Tensor)}
     for k in mutated:
         value = operands[k]
-        if isinstance(value, (torch.Tensor, _IMMUTABLE)):
+        if isinstance(value, torch.Tensor):
+            shared = [j for j, r in roots.items() if j != k and r is roots[k]]
+            if shared:
+                return f"{name(k)} (sharing memory with {name(shared[0])})"
+            continue
+        if isinstance(value, _IMMUTABLE):
             continue
         if isinstance(value, tuple) and all(isinstance(v, (torch.Tensor, _IMMUTABLE)) for v in value):
             continue  # only its tensors can change, in place
-        name = branch.__code__.co_varnames[k] if k < branch.__code__.co_argcount else f"operand {k}"
-        return f"'{name}' (a {type(value).__name__})"
+        return f"{name(k)} (a {type(value).__name__})"
     return None
+
+
+def _root(t):
+    return t._base if t._base is not None else t
 
 
 def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
@@ -150,9 +173,8 @@ def _unaliased(tensors) -> tuple:
     """
     roots, out = [], []
     for t in tensors:
-        root = t._base if t._base is not None else t
-        out.append(t.clone() if any(root is r for r in roots) else t)
-        roots.append(root)
+        out.append(t.clone() if any(_root(t) is r for r in roots) else t)
+        roots.append(_root(t))
     return tuple(out)
 
 
