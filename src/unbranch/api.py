@@ -14,7 +14,7 @@ from functools import cached_property
 import torch
 
 from . import cache, loader, runtime
-from .callees import mutating_callees
+from .callees import Callees
 from .errors import UnbranchError
 from .pipeline import Options, compile_source
 from .runtime import _tracing
@@ -90,13 +90,16 @@ def _rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
     if hit is not None:
         return RewrittenMethod(fn, *hit)
     info = get_source(fn, original)
-    helpers = mutating_callees(fn)  # what the helpers it calls change in place is part of its meaning
     # the compiled result names absolute lines and the path (notes, source map, messages)
-    skey = cache.source_key(f"{info.path}:{info.line}\n{info.text}", (key, sorted(helpers.items())))
+    skey = cache.source_key(f"{info.path}:{info.line}\n{info.text}", key)
     compiled = cache.get_compiled(skey)
+    if compiled is not None and any(Callees(fn).get(c) != p for c, p in compiled.callees.items()):
+        compiled = None  # a helper it calls changes its arguments differently now
     if compiled is None:
+        helpers = Callees(fn)  # what the helpers it calls change in place is part of its meaning
         names = [k for k, v in fn.__globals__.items() if v is not runtime]
         compiled = compile_source(info, options, names, helpers)
+        compiled.callees = dict(helpers.used)
         cache.put_compiled(skey, compiled)
     if compiled.changed:
         digest = hashlib.sha256(f"{skey}{info.path}{info.line}".encode()).hexdigest()

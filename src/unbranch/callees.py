@@ -23,27 +23,36 @@ _SUMMARIES: dict = {}  # code object -> positions of the parameters it changes i
 _DEPTH = 3  # helpers of helpers are followed this far
 
 
-def mutating_callees(fn: types.FunctionType, depth: int = _DEPTH) -> dict[str, tuple[int, ...]]:
-    """``{"fill_": (0,), "self.clip": (0,)}``: callee (as the call spells it) -> arguments it changes."""
-    found = {}
-    code = fn.__code__
-    owner = _owner_class(fn)
-    self_name = code.co_varnames[0] if owner is not None and code.co_argcount else None
-    for name in code.co_names:
-        target = fn.__globals__.get(name)
-        if isinstance(target, types.FunctionType):
-            positions = _summary(target, depth, skip_self=False)
-            if positions:
-                found[name] = positions
-        if self_name is not None:
-            attr = inspect.getattr_static(owner, name, None)
-            if isinstance(attr, (types.FunctionType, staticmethod)):
-                positions = _summary(
-                    getattr(attr, "__func__", attr), depth, skip_self=isinstance(attr, types.FunctionType)
-                )
-                if positions:
-                    found[f"{self_name}.{name}"] = positions
-    return found
+class Callees:
+    """What the functions ``fn`` calls change in place, resolved lazily, callee by callee.
+
+    ``get("fill_")`` / ``get("self.clip")`` -> positions of the arguments it changes (``()`` if
+    none or unknown). Only callees that a converted branch or loop actually calls are read,
+    so functions with nothing to convert pay nothing. ``used`` records what was asked.
+    """
+
+    def __init__(self, fn: types.FunctionType, depth: int = _DEPTH):
+        self.fn, self.depth = fn, depth
+        self.used: dict[str, tuple[int, ...]] = {}
+
+    def get(self, callee: str, default=()) -> tuple[int, ...]:
+        if callee not in self.used:
+            self.used[callee] = self._resolve(callee)
+        return self.used[callee] or default
+
+    def _resolve(self, callee: str) -> tuple[int, ...]:
+        fn, code = self.fn, self.fn.__code__
+        receiver, _, name = callee.rpartition(".")
+        if not receiver:
+            target = fn.__globals__.get(name)
+            return _summary(target, self.depth, skip_self=False) if isinstance(target, types.FunctionType) else ()
+        owner = _owner_class(fn)
+        if owner is None or not code.co_argcount or receiver != code.co_varnames[0]:
+            return ()
+        attr = inspect.getattr_static(owner, name, None)
+        if not isinstance(attr, (types.FunctionType, staticmethod)):
+            return ()
+        return _summary(getattr(attr, "__func__", attr), self.depth, skip_self=isinstance(attr, types.FunctionType))
 
 
 def _owner_class(fn):
@@ -78,4 +87,4 @@ def _read(fn: types.FunctionType, depth: int) -> tuple[int, ...]:
         return ()
     if not isinstance(node, cst.FunctionDef):
         return ()
-    return mutated_parameters(node, mutating_callees(fn, depth - 1))
+    return mutated_parameters(node, Callees(fn, depth - 1))

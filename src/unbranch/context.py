@@ -61,7 +61,7 @@ class Context:
     strict: bool = True  # raise on an if with a tensor condition that cannot be converted
     shape_conditions: bool = True  # dispatch ifs on sizes alone (else they stay plain Python)
     self_name: str | None = None
-    mutating_helpers: dict = field(default_factory=dict)  # callee text -> argument positions it changes in place
+    mutating_helpers: object = field(default_factory=dict)  # callee text -> argument positions it changes (.get)
     closures: list = field(default_factory=list)  # the user's nested functions (analysis.effects.closures)
     notes: list = field(default_factory=list)
     anchors: dict = field(default_factory=dict)  # name unbranch wrote -> original line it stands for

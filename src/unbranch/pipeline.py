@@ -66,6 +66,7 @@ class Compiled:
     notes: list
     runtime: str  # the global name the text uses for unbranch.runtime
     anchors: dict = field(default_factory=dict)  # generated name -> original line (source map)
+    callees: dict = field(default_factory=dict)  # what the helpers it calls change in place, as used
 
 
 _NOTHING_TO_DO = re.compile(r"\b(if|for|while|assert)\b")
@@ -106,7 +107,7 @@ def compile_source(info: SourceInfo, options: Options, global_names=(), mutating
         shape_conditions=options.shape_conditions,
         self_name=classifier.self_name,
         closures=closures(fn),
-        mutating_helpers=dict(mutating_helpers or {}),
+        mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
     )
     new = fn
     if options.pre_rewriter is not None:

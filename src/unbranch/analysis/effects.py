@@ -97,7 +97,7 @@ class _Sites(cst.CSTVisitor):
     """Mutation sites, container updates, attribute writes, aliases and calls of a block."""
 
     def __init__(self, mutating_helpers):
-        self.helpers = mutating_helpers or {}
+        self.helpers = mutating_helpers if mutating_helpers is not None else {}
         self.mutated: set[str] = set()
         self.containers: set[str] = set()
         self.state: list = []
@@ -202,7 +202,7 @@ class _Sites(cst.CSTVisitor):
             if kw == "inplace" and not (isinstance(arg.value, cst.Name) and arg.value.value == "False"):
                 self._mutate_arg(node, 0, "an inplace=True call on an attribute")
         callee = _callee_text(f)
-        for position in self.helpers.get(callee, ()):
+        for position in self.helpers.get(callee, ()) if callee is not None else ():
             self._mutate_arg(node, position, f"{callee}() changing an attribute")
 
     def _mutate_arg(self, call, position: int, what: str) -> None:
@@ -229,15 +229,24 @@ def block_effects(stmts, mutating_helpers=None) -> Effects:
     """The side effects of running ``stmts`` (nested functions' bodies included: they may run there).
 
     ``mutating_helpers`` maps a callee (``fill_`` or ``self.fill_``) to the positions of the
-    arguments it changes in place (see :func:`mutated_parameters`).
+    arguments it changes in place (see :func:`mutated_parameters`): a dict, or any object with
+    ``get`` that hashes by identity (``unbranch.callees.Callees`` resolves callees lazily).
     """
-    key = tuple(sorted((k, tuple(v)) for k, v in (mutating_helpers or {}).items()))
-    return _effects(tuple(stmts), key)
+    if isinstance(mutating_helpers, dict) or mutating_helpers is None:
+        mutating_helpers = _Frozen(sorted((k, tuple(v)) for k, v in (mutating_helpers or {}).items()))
+    return _effects(tuple(stmts), mutating_helpers)
+
+
+class _Frozen(tuple):
+    """A dict's items as a hashable mapping (cache key and lookup at once)."""
+
+    def get(self, key, default=()):
+        return next((v for k, v in self if k == key), default)
 
 
 @functools.lru_cache(maxsize=16384)
-def _effects(stmts: tuple, helpers_key: tuple) -> Effects:
-    v = _Sites(dict(helpers_key))
+def _effects(stmts: tuple, helpers) -> Effects:
+    v = _Sites(helpers)
     for s in stmts:
         s.visit(v)
     mutated = set(v.mutated)
@@ -271,6 +280,8 @@ class Closure:
 
 
 class _Closures(cst.CSTVisitor):
+    """Statements only: a ``def`` is a statement, and a lambda worth tracking is bound by one."""
+
     def __init__(self, skip, depth):
         self.skip = skip
         self.found: list[Closure] = []
@@ -290,11 +301,13 @@ class _Closures(cst.CSTVisitor):
     def leave_FunctionDef(self, node):
         self.depth -= 1
 
-    def visit_Assign(self, node):
-        if self.depth == 1 and isinstance(node.value, cst.Lambda):
-            reads = frozenset(expr_reads(node.value))
-            for name in set().union(*(target_names(t.target) for t in node.targets)):
-                self.found.append(Closure(name, reads, frozenset()))
+    def visit_SimpleStatementLine(self, node):
+        for small in node.body if self.depth == 1 else ():
+            if isinstance(small, cst.Assign) and isinstance(small.value, cst.Lambda):
+                reads = frozenset(expr_reads(small.value))
+                for name in set().union(*(target_names(t.target) for t in small.targets)):
+                    self.found.append(Closure(name, reads, frozenset()))
+        return False
 
 
 def closures(node: cst.CSTNode, skip=()) -> list[Closure]:

@@ -19,6 +19,8 @@ why, should its condition turn out to be a tensor.
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
 from ..analysis.classify import TENSOR
@@ -106,8 +108,12 @@ EXAMPLES = [
 class IfToCond(cst.CSTTransformer):
     def __init__(self, ctx, fn: cst.FunctionDef, facts: Facts):
         self.ctx, self.fn, self.facts = ctx, fn, facts
-        self.fn_effects = block_effects(fn.body.body, ctx.mutating_helpers)
         self.params = set(param_names(fn))
+
+    @functools.cached_property
+    def fn_effects(self):
+        """The whole function's effects: asked only about a name rebound on one side of an if."""
+        return block_effects(self.fn.body.body, self.ctx.mutating_helpers)
 
     def visit_FunctionDef(self, node):
         return node is self.fn
@@ -217,12 +223,9 @@ class IfToCond(cst.CSTTransformer):
         Python changes the old object on one side and a new one on the other; a cond output is
         always a new tensor, so the exported program could not change the old one. Left as Python.
         """
+        one_sided = [n for n in names if (n in block_effects(body).rebound) != (n in block_effects(orelse).rebound)]
         one_sided = [
-            n
-            for n in names
-            if (n in block_effects(body).rebound) != (n in block_effects(orelse).rebound)
-            and n in self.fn_effects.mutated
-            and (n in self.params or n in self.fn_effects.aliased)
+            n for n in one_sided if n in self.fn_effects.mutated and (n in self.params or n in self.fn_effects.aliased)
         ]
         if not one_sided:
             return None
