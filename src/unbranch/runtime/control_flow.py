@@ -83,16 +83,13 @@ _IMMUTABLE = (int, float, bool, complex, str, bytes, type(None), torch.SymInt, t
 
 
 def _tensor_operands(operands) -> list[int]:
-    return [k for k, op in enumerate(operands) if isinstance(op, torch.Tensor)]
+    return [k for k in range(len(operands)) if isinstance(operands[k], torch.Tensor)]
 
 
 def _runs_inplace_modules(operands) -> bool:
     """Does a module among the operands (``self``) hold a submodule that works in place (``ReLU(inplace=True)``)?"""
-    for value in operands:
-        if isinstance(value, torch.nn.Module):
-            if any(getattr(m, "inplace", False) is True for m in value.children()):
-                return True
-    return False
+    modules = [operands[k] for k in range(len(operands)) if isinstance(operands[k], torch.nn.Module)]
+    return any(getattr(m, "inplace", False) is True for module in modules for m in module.children())
 
 
 def _unwritable(branch, operands, mutated) -> str | None:
@@ -104,19 +101,20 @@ def _unwritable(branch, operands, mutated) -> str | None:
     """
     names = branch.__code__.co_varnames[: branch.__code__.co_argcount]
     name = lambda k: f"'{names[k]}'" if k < len(names) else f"operand {k}"  # noqa: E731
-    roots = {k: _root(v) for k, v in enumerate(operands) if isinstance(v, torch.Tensor)}
+    # operands are reached by index, never bound to a loop variable: under tracing dynamo names
+    # graph inputs after such variables, and nested conds then clash ("duplicate argument")
+    roots = {k: _root(operands[k]) for k in _tensor_operands(operands)}
     for k in mutated:
-        value = operands[k]
-        if isinstance(value, torch.Tensor):
-            shared = [j for j, r in roots.items() if j != k and r is roots[k]]
+        if k in roots:
+            shared = [j for j in roots if j != k and roots[j] is roots[k]]
             if shared:
                 return f"{name(k)} (sharing memory with {name(shared[0])})"
             continue
-        if isinstance(value, _IMMUTABLE):
+        if isinstance(operands[k], _IMMUTABLE):
             continue
-        if isinstance(value, tuple) and all(isinstance(v, (torch.Tensor, _IMMUTABLE)) for v in value):
+        if isinstance(operands[k], tuple) and all(isinstance(v, (torch.Tensor, _IMMUTABLE)) for v in operands[k]):
             continue  # only its tensors can change, in place
-        return f"{name(k)} (a {type(value).__name__})"
+        return f"{name(k)} (a {type(operands[k]).__name__})"
     return None
 
 
@@ -151,10 +149,10 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
         return branch
 
     out = torch.cond(pred, adapt(then_fn), adapt(else_fn), _unaliased(tensors))
-    if writable:
+    if writable:  # (indexing, not loop variables: see the note in ``branch``)
         out, written = out
-        for k, value in zip(writable, written):
-            tensors[k].copy_(value)
+        for n, k in enumerate(writable):
+            tensors[k].copy_(written[n])
     out = _restore_kind(out)
     for j, k in kept:
         if isinstance(operands[k], torch.Tensor) and k in changed:
@@ -171,16 +169,14 @@ def _unaliased(tensors) -> tuple:
     ``torch.cond`` rejects inputs that alias each other (``y = x[:]``, ``a = y.view_as(x)``,
     one tensor under two names); values are unchanged, and write-back still targets the originals.
     """
-    roots, out = [], []
-    for t in tensors:
-        out.append(t.clone() if any(_root(t) is r for r in roots) else t)
-        roots.append(_root(t))
-    return tuple(out)
+    roots = [_root(tensors[n]) for n in range(len(tensors))]
+    shared = [any(roots[n] is r for r in roots[:n]) for n in range(len(tensors))]
+    return tuple(tensors[n].clone() if shared[n] else tensors[n] for n in range(len(tensors)))
 
 
 def _leaf_owners(operands) -> list[int]:
     """For each pytree leaf of ``operands``, the position of the operand it belongs to."""
-    return [k for k, op in enumerate(operands) for _ in pytree.tree_leaves(op)]
+    return [k for k in range(len(operands)) for _ in pytree.tree_leaves(operands[k])]
 
 
 def _restore_kind(out):
