@@ -1,4 +1,4 @@
-"""``unbranch`` command line: validate tiny models, rewrite one function, emit the catalogue."""
+"""``unbranch`` command line: validate tiny models (one or all), rewrite one function, emit the catalogue."""
 
 from __future__ import annotations
 
@@ -14,30 +14,73 @@ DEFAULT_MODELS = ["BartModel"]
 def _validate(args) -> int:
     import torch
 
-    from .validate import validate
-    from .zoo import MODELS
+    if args.all or args.filter or args.shard:
+        return _sweep(args)
+    from .hf.validate import subject, validate
 
     names = args.models or DEFAULT_MODELS
-    unknown = [n for n in names if n not in MODELS]
+    unknown = []
+    for n in names:
+        try:
+            subject(n)
+        except (KeyError, ValueError, ImportError, AttributeError):
+            unknown.append(n)
     if unknown:
-        print(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(sorted(MODELS))}", file=sys.stderr)
+        print(
+            f"unknown model(s): {', '.join(unknown)}; give a transformers model or config class, "
+            "a config.json, or package.module:factory",
+            file=sys.stderr,
+        )
         return 2
-    dtype = getattr(torch, args.dtype)
+    dtype = getattr(torch, args.dtype or "float16")
     results = []
     for i, name in enumerate(names, 1):
         if len(names) > 1 and not args.json:
             bar = "#" * (20 * i // len(names))
             print(f"\r[{bar:<20}] {i}/{len(names)} {name:<28}", end="", file=sys.stderr, flush=True)
-        results.append(validate(name, dtype, strict=args.strict, onnx=args.onnx))
-        if args.verbose:
-            print(results[-1].log, file=sys.stderr)
+        for strict in _modes(args):
+            results.append(validate(name, dtype, strict=strict, onnx=args.onnx))
+            if args.verbose:
+                print(results[-1].log, file=sys.stderr)
     if len(names) > 1 and not args.json:
         print(file=sys.stderr)
     if args.json:
-        print(json.dumps([r.as_dict() for r in results], indent=2))
+        print(json.dumps([r.as_dict() for r in results], indent=2, default=sorted))
     else:
         _table(results)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _modes(args) -> list[bool]:
+    return [False, True] if args.both_modes else [args.strict]
+
+
+def _sweep(args) -> int:
+    """``validate --all``: every architecture in its own process, resumable, with a summary and a report."""
+    import time
+
+    from .hf import sweep
+
+    shard = tuple(int(x) for x in args.shard.split("/")) if args.shard else None
+    names = args.models or sweep.targets(args.filter, shard)
+    dtype, started, results = args.dtype or "float32", time.monotonic(), []
+    for strict in _modes(args):
+
+        def progress(done, todo, res):
+            if not args.json:
+                sweep.progress_line(done, todo, res, started)
+
+        results += sweep.sweep(names, args.results, dtype, strict, args.jobs, args.timeout, progress)
+    if args.json:
+        print(json.dumps([r.as_dict(log=args.verbose) for r in results], indent=2, default=sorted))
+    else:
+        print(sweep.summary(results))
+    if args.report:
+        mode = "strict and non-strict" if args.both_modes else "strict" if args.strict else "non-strict"
+        title = f"unbranch validate --all: {dtype}, {mode} export"
+        with open(args.report, "w") as f:
+            f.write(sweep.markdown(results, title, verbose=args.verbose))
+    return 0 if not any(r.outcome[0] in ("harm", "not fixed") for r in results) else 1
 
 
 def _table(results) -> None:
@@ -130,7 +173,7 @@ def _write(directory: str, rm, stem: str | None = None) -> list[str]:
 def emit(directory: str) -> list[str]:
     """Write the rewritten source and diff of every catalogue entry under ``directory``."""
     from .api import MODEL_OPTIONS, transform_method
-    from .catalog import CATALOGUE, resolve
+    from .hf.catalog import CATALOGUE, resolve
 
     written = []
     for module, entries in sorted(CATALOGUE.items()):
@@ -150,10 +193,23 @@ def _emit(args) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="unbranch", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    v = sub.add_parser("validate", help="export tiny transformers models with and without unbranch")
-    v.add_argument("models", nargs="*", help=f"model classes (default: {' '.join(DEFAULT_MODELS)})")
-    v.add_argument("--dtype", default="float16", choices=["float16", "float32", "bfloat16"])
+    v = sub.add_parser("validate", help="export tiny models with and without unbranch, compare with eager")
+    v.add_argument(
+        "models",
+        nargs="*",
+        help="transformers model or config classes, config.json files or directories, package.module:factory "
+        f"(returning model, inputs, dynamic shapes); default: {' '.join(DEFAULT_MODELS)}",
+    )
+    v.add_argument("--dtype", choices=["float16", "float32", "bfloat16"], help="default: float16, float32 for a sweep")
     v.add_argument("--strict", action="store_true", help="use torch.export's strict mode")
+    v.add_argument("--both-modes", action="store_true", help="non-strict and strict export")
+    v.add_argument("--all", action="store_true", help="sweep every architecture (one process per model)")
+    v.add_argument("--filter", metavar="REGEX", help="sweep the architectures whose name matches")
+    v.add_argument("--shard", metavar="I/N", help="sweep the I-th of N slices of the architectures")
+    v.add_argument("--jobs", type=int, default=1, help="models validated in parallel (sweep)")
+    v.add_argument("--timeout", type=float, default=300.0, help="seconds per model (sweep)")
+    v.add_argument("--results", default="sweep-results", help="directory of per-model results; a re-run resumes")
+    v.add_argument("--report", metavar="FILE.md", help="write the sweep's markdown report")
     v.add_argument("--json", action="store_true", help="print results as JSON")
     v.add_argument("--onnx", action="store_true", help="also convert to ONNX and compare onnxruntime with eager")
     v.add_argument("-v", "--verbose", action="store_true", help="show what torch and onnx printed")
