@@ -14,7 +14,7 @@ DEFAULT_MODELS = ["BartModel"]
 def _validate(args) -> int:
     import torch
 
-    if args.all or args.filter or args.shard:
+    if args.all or args.filter or args.shard or args.results or args.report:
         return _sweep(args)
     from .hf.validate import subject, validate
 
@@ -70,7 +70,7 @@ def _sweep(args) -> int:
             if not args.json:
                 sweep.progress_line(done, todo, res, started)
 
-        results += sweep.sweep(names, args.results, dtype, strict, args.jobs, args.timeout, progress)
+        results += sweep.sweep(names, args.results or "sweep-results", dtype, strict, args.jobs, args.timeout, progress)
     if args.json:
         print(json.dumps([r.as_dict(log=args.verbose) for r in results], indent=2, default=sorted))
     else:
@@ -208,7 +208,9 @@ def main(argv=None) -> int:
     v.add_argument("--shard", metavar="I/N", help="sweep the I-th of N slices of the architectures")
     v.add_argument("--jobs", type=int, default=1, help="models validated in parallel (sweep)")
     v.add_argument("--timeout", type=float, default=300.0, help="seconds per model (sweep)")
-    v.add_argument("--results", default="sweep-results", help="directory of per-model results; a re-run resumes")
+    v.add_argument(
+        "--results", metavar="DIR", help="sweep into DIR (default sweep-results), one file per model; a re-run resumes"
+    )
     v.add_argument("--report", metavar="FILE.md", help="write the sweep's markdown report")
     v.add_argument("--json", action="store_true", help="print results as JSON")
     v.add_argument("--onnx", action="store_true", help="also convert to ONNX and compare onnxruntime with eager")
