@@ -69,6 +69,7 @@ def _result(**fields) -> Result:
 
 
 OK = {"example": 0.0, "other shape": 0.0}
+GUARD = dict(plain="GuardOnDataDependentSymNode: ...", plain_control_flow=True)
 
 
 @pytest.mark.parametrize(
@@ -96,7 +97,7 @@ def test_outcomes(fields, outcome):
 
 
 def test_not_fixed_names_unbranch_error_and_place():
-    res = _result(plain="G", plain_control_flow=True, rewritten="UnbranchError: break", rewritten_where="m.py:3")
+    res = _result(**GUARD, rewritten="UnbranchError: break", rewritten_where="m.py:3")
     assert res.outcome == ("not fixed", "UnbranchError: break at m.py:3")
 
 
