@@ -35,6 +35,7 @@ SIZES = {
             "encoder_hidden_size",
             "text_hidden_size",
             "condition_dim",
+            "projection_size",
         ],
         WIDTH,
     ),
@@ -96,11 +97,20 @@ SIZES = {
     "mamba_d_state": 8,
 }
 # shrunk only when larger: a smaller default is part of the design (Swin's patch 4, window 7)
-AT_MOST = {"patch_size": PATCH, "window_size": 4, "sliding_window": 16, "max_source_positions": 16}
+AT_MOST = {
+    "patch_size": PATCH,
+    "window_size": 4,
+    "sliding_window": 16,
+    "max_source_positions": 16,
+    "rotary_dim": 8,
+    "num_groups": 4,
+    "num_frames": 4,
+}
 LIST_SIZES = {  # per-stage lists of CNN/hierarchical backbones: keep the length, shrink the values
     "hidden_sizes": lambda n: [16 * 2**i for i in range(n)],
     "depths": lambda n: [1] * n,
     "num_heads": lambda n: [HEADS] * n,
+    "num_attention_heads": lambda n: [1] * n,
     "conv_dim": lambda n: [16] * n,
     "embed_dims": lambda n: [16 * 2**i for i in range(n)],
 }
@@ -108,6 +118,10 @@ LIST_SIZES = {  # per-stage lists of CNN/hierarchical backbones: keep the length
 OVERRIDES: dict[str, dict] = {
     "deepseek_v2": {"num_experts_per_tok": 2},  # None by default
     "zaya": {"num_experts_per_tok": 1},
+    # time series: no default horizon
+    **dict.fromkeys(["time_series_transformer", "informer"], {"prediction_length": 4, "context_length": 8}),
+    "autoformer": {"prediction_length": 4, "context_length": 12},  # at least its label length, 10
+    "mistral4": {"head_dim": HEAD_DIM},  # its rotary head is the rope and nope parts together
 }
 DERIVED = ("out_features", "out_indices", "stage_names")  # backbone outputs named after the full depth
 NO_DOWNLOAD = {"use_pretrained_backbone": False, "use_timm_backbone": False}
@@ -140,6 +154,8 @@ def _shrink(d: dict) -> dict:
             d[key] = value[:LAYERS]
     if "head_dim" in d and d["head_dim"] is None and "num_attention_heads" in d:
         d["head_dim"] = HEAD_DIM
+    if "head_dim" in d and "qk_rope_head_dim" in d:  # multi-head latent attention: rotary on the rope part
+        d["head_dim"] = d["qk_rope_head_dim"]
     if isinstance(d.get("num_key_value_heads"), int):
         d["num_key_value_heads"] = 1 if d["num_key_value_heads"] < d.get("num_attention_heads", HEADS) else HEADS
     if "qk_head_dim" in d and "qk_rope_head_dim" in d:
@@ -281,9 +297,13 @@ def make_inputs(model, batch: int = 2, seq: int = 7) -> tuple[dict, dict]:
         elif name == "pixel_values":
             size = _find(config, "image_size", IMAGE)
             h, w = (size, size) if isinstance(size, int) else size[:2]
-            kw[name], ds[name] = torch.randn(batch, _find(config, "num_channels", 3), h, w, generator=g), {0: dyn}
+            frames = (_find(config, "num_frames"),) if _find(config, "num_frames") else ()  # video models
+            kw[name] = torch.randn(batch, *frames, _find(config, "num_channels", 3), h, w, generator=g)
+            ds[name] = {0: dyn}
         elif name == "input_values":
-            kw[name], ds[name] = torch.randn(batch, AUDIO_SAMPLES + 40 * seq, generator=g), {0: dyn, 1: dyn}
+            channels = (_find(config, "audio_channels"),) if _find(config, "audio_channels") else ()  # codecs
+            kw[name] = torch.randn(batch, *channels, AUDIO_SAMPLES + 40 * seq, generator=g)
+            ds[name] = {0: dyn, 1 + len(channels): dyn}
         elif name == "input_features":
             positions = _find(config, "max_source_positions")
             mel = _find(config, "num_mel_bins", 16)
