@@ -151,3 +151,8 @@ def test_sweep_command_writes_a_report(tmp_path, capfd):
     assert code == 0 and "fixed 1" in out and "no-harm 1" in out and "def forward" not in out + err
     text = report.read_text()
     assert "| sample_factories:branchy | user | fixed |" in text and "## fixed" in text
+
+
+def test_select_architectures_by_their_modeling_source():
+    assert sweep.targets("^(Bart|Llama)Model$") == ["BartModel", "LlamaModel"]
+    assert sweep.targets("^(Bart|Llama)Model$", source=r"torch\.float16 and") == ["BartModel"]  # the clamp

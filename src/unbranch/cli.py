@@ -14,7 +14,7 @@ DEFAULT_MODELS = ["BartModel"]
 def _validate(args) -> int:
     import torch
 
-    if args.all or args.filter or args.shard or args.results or args.report:
+    if args.all or args.filter or args.shard or args.source or args.results or args.report:
         return _sweep(args)
     from .hf.validate import subject, validate
 
@@ -62,7 +62,7 @@ def _sweep(args) -> int:
     from .hf import sweep
 
     shard = tuple(int(x) for x in args.shard.split("/")) if args.shard else None
-    names = args.models or sweep.targets(args.filter, shard)
+    names = args.models or sweep.targets(args.filter, shard, args.source)
     dtype, started, results = args.dtype or "float32", time.monotonic(), []
     for strict in _modes(args):
 
@@ -206,6 +206,7 @@ def main(argv=None) -> int:
     v.add_argument("--all", action="store_true", help="sweep every architecture (one process per model)")
     v.add_argument("--filter", metavar="REGEX", help="sweep the architectures whose name matches")
     v.add_argument("--shard", metavar="I/N", help="sweep the I-th of N slices of the architectures")
+    v.add_argument("--source", metavar="REGEX", help="sweep the architectures whose modeling file matches")
     v.add_argument("--jobs", type=int, default=1, help="models validated in parallel (sweep)")
     v.add_argument("--timeout", type=float, default=300.0, help="seconds per model (sweep)")
     v.add_argument(

@@ -8,6 +8,7 @@ its own build and exports only, and a crash or a hang costs that model alone.
 
 from __future__ import annotations
 
+import inspect
 import json
 import multiprocessing
 import os
@@ -23,17 +24,32 @@ from .validate import OUTCOMES, Result, validate
 from .zoo import MODELS
 
 
-def targets(pattern: str | None = None, shard: tuple[int, int] | None = None) -> list[str]:
-    """Zoo models, then every base model class of transformers, matching ``pattern``; shard ``(i, n)`` of them."""
+def targets(pattern: str | None = None, shard: tuple[int, int] | None = None, source: str | None = None) -> list[str]:
+    """Zoo models, then every base model class of transformers, matching ``pattern``; shard ``(i, n)`` of them.
+
+    ``source``: only the models whose modeling file matches it (``torch.float16|finfo``: a
+    float16-only branch is likely, worth a float16 sweep).
+    """
     from .factory import base_model_classes
 
     names = list(dict.fromkeys([*MODELS, *sorted(set(base_model_classes().values()))]))
     if pattern:
         names = [n for n in names if re.search(pattern, n)]
+    if source:
+        names = [n for n in names if re.search(source, _modeling_source(n))]
     if shard:
         i, n = shard
         names = names[i - 1 :: n]
     return names
+
+
+def _modeling_source(name: str) -> str:
+    from .factory import model_class
+
+    try:
+        return inspect.getsource(sys.modules[model_class(name).__module__])
+    except Exception:  # a class that does not import (missing optional library): no source to match
+        return ""
 
 
 def result_path(directory: str, name: str, dtype: str, strict: bool) -> str:
