@@ -85,6 +85,7 @@ GUARD = dict(plain="GuardOnDataDependentSymNode: ...", plain_control_flow=True)
         (dict(plain="ok", rewritten="UnbranchError: x", plain_diff=OK), "harm"),
         (dict(plain="ok", rewritten="ok", plain_diff=OK, max_diff={"example": 0.0, "other shape": 1.0}), "harm"),
         (dict(plain="TypeError: no", rewritten="TypeError: no"), "other failure"),
+        (dict(plain="TypeError: no", rewritten="ok", max_diff=OK), "other failure"),
         (
             dict(plain="ok", rewritten="ok", plain_diff={"other shape": 1.0}, max_diff={"other shape": 1.0}),
             "other failure",
@@ -94,6 +95,11 @@ GUARD = dict(plain="GuardOnDataDependentSymNode: ...", plain_control_flow=True)
 )
 def test_outcomes(fields, outcome):
     assert _result(**fields).outcome[0] == outcome
+
+
+def test_other_failure_says_whether_unbranch_exports_it():
+    assert _result(plain="E: x", rewritten="ok", max_diff=OK).outcome[1] == "E: x (exports with unbranch)"
+    assert _result(plain="E: x", rewritten="E: x").outcome[1] == "E: x"
 
 
 def test_not_fixed_names_unbranch_error_and_place():

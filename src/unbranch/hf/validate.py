@@ -86,8 +86,8 @@ class Result:
         if self.built:
             return "not built", self.built
         if self.plain != "ok":
-            if not self.plain_control_flow:
-                return "other failure", self.plain
+            if not self.plain_control_flow:  # unbranch may still get past it (a catalogue hook)
+                return "other failure", self.plain + (" (exports with unbranch)" if self.ok else "")
             if self.rewritten != "ok":
                 return "not fixed", f"{self.rewritten} at {self.rewritten_where or '?'}"
             return ("fixed", "") if not differs else ("not fixed", f"exports but differs from eager: {why_differs}")
