@@ -93,23 +93,25 @@ def _table(results) -> None:
         "both sides",
         "max diff (example/other/flipped)",
         *(("onnxruntime",) if any(r.onnx for r in results) else ()),
+        "outcome",
         "result",
     )
     rows = []
     for r in results:
         diffs = " / ".join(f"{k} {v:.0e}" for k, v in r.max_diff.items()) or "-"
-        plain = "ok" if r.plain == "ok" else "fails (" + r.plain.split(":")[0] + ")"
+        plain = "ok" if r.plain == "ok" else "fails (" + r.plain.split(":")[0] + ")" if r.plain else "-"
         sides = f"{sum(len(s) == 2 for s in r.sides.values())}/{len(r.sides)} ifs" if r.sides else "-"
         rows.append(
             (
                 r.model,
                 r.dtype,
                 plain,
-                r.rewritten if r.rewritten == "ok" else "FAILS",
+                r.rewritten if r.rewritten in ("ok", "") else "FAILS",
                 str(r.conds),
                 sides,
                 diffs,
                 *((_onnx_cell(r),) if r.onnx else ()),
+                r.outcome[0],
                 "PASS" if r.ok else "FAIL",
             )
         )
@@ -117,8 +119,8 @@ def _table(results) -> None:
     for row in (head, tuple("-" * w for w in widths), *rows):
         print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
     for r in results:
-        if r.rewritten != "ok":
-            print(f"\n{r.model}: {r.rewritten}")
+        if r.outcome[1]:
+            print(f"\n{r.model}: {r.outcome[0]}: {r.outcome[1]}")
         if r.onnx not in ("", "ok"):
             print(f"\n{r.model}: ONNX: {r.onnx}")
         if r.dropped_checks or r.dropped_assertions:
