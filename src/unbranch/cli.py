@@ -79,7 +79,7 @@ def _sweep(args) -> int:
         mode = "strict and non-strict" if args.both_modes else "strict" if args.strict else "non-strict"
         title = f"unbranch validate --all: {dtype}, {mode} export"
         with open(args.report, "w") as f:
-            f.write(sweep.markdown(results, title, verbose=args.verbose))
+            f.write(sweep.markdown(results, title, len(names) * len(_modes(args)), verbose=args.verbose))
     return 0 if not any(r.outcome[0] in ("harm", "not fixed") for r in results) else 1
 
 

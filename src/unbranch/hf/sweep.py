@@ -84,7 +84,9 @@ def sweep(
     timeout: float = 300.0,
     progress=None,
 ) -> list[Result]:
-    """Validate ``names`` not yet in ``directory``, ``jobs`` at a time; every result for ``names``.
+    """Validate ``names`` not yet in ``directory``, ``jobs`` at a time; the results for ``names``.
+
+    Interrupted (Ctrl-C), it returns the results there are; a re-run goes on from there.
 
     ``progress(done, todo, result)`` is called as each model of this run finishes.
     """
@@ -94,30 +96,35 @@ def sweep(
     ctx = multiprocessing.get_context("fork")
     running: dict[str, tuple] = {}
     done, todo = 0, len(pending)
-    while pending or running:
-        while pending and len(running) < jobs:
-            name = pending.pop(0)
-            proc = ctx.Process(target=_child, args=(name, dtype, strict, paths[name]), daemon=True)
-            proc.start()
-            running[name] = (proc, time.monotonic())
-        time.sleep(0.2)
-        for name, (proc, started) in list(running.items()):
-            elapsed = time.monotonic() - started
-            if proc.is_alive() and elapsed < timeout:
-                continue
-            if proc.is_alive():
-                proc.kill()
-                why = f"TimeoutError: no result within {timeout:.0f}s"
-            else:
-                why = f"crashed (exit code {proc.exitcode})"
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                name = pending.pop(0)
+                proc = ctx.Process(target=_child, args=(name, dtype, strict, paths[name]), daemon=True)
+                proc.start()
+                running[name] = (proc, time.monotonic())
+            time.sleep(0.2)
+            for name, (proc, started) in list(running.items()):
+                elapsed = time.monotonic() - started
+                if proc.is_alive() and elapsed < timeout:
+                    continue
+                if proc.is_alive():
+                    proc.kill()
+                    why = f"TimeoutError: no result within {timeout:.0f}s"
+                else:
+                    why = f"crashed (exit code {proc.exitcode})"
+                proc.join()
+                if not os.path.exists(paths[name]):
+                    _save(Result(name, dtype, strict=strict, plain=why, seconds=elapsed), paths[name])
+                del running[name]
+                done += 1
+                if progress:
+                    progress(done, todo, load(paths[name]))
+    except KeyboardInterrupt:  # stop here: what finished is kept, and reported
+        for proc, _ in running.values():
+            proc.kill()
             proc.join()
-            if not os.path.exists(paths[name]):
-                _save(Result(name, dtype, strict=strict, plain=why, seconds=elapsed), paths[name])
-            del running[name]
-            done += 1
-            if progress:
-                progress(done, todo, load(paths[name]))
-    return [load(paths[n]) for n in names]
+    return [load(paths[n]) for n in names if os.path.exists(paths[n])]
 
 
 def counts(results: list[Result]) -> Counter:
@@ -140,15 +147,15 @@ def _cell(text: str, width: int = 140) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def markdown(results: list[Result], title: str, verbose: bool = False) -> str:
+def markdown(results: list[Result], title: str, planned: int, verbose: bool = False) -> str:
     """The sweep's report: counts, the cases that matter with their reasons, then every architecture."""
     c = counts(results)
     seconds = sum(r.seconds for r in results)
     out = [
         f"# {title}",
         "",
-        f"torch {torch.__version__}, transformers {_transformers_version()}; {len(results)} models, "
-        f"{seconds / 60:.0f} min of model time.",
+        f"torch {torch.__version__}, transformers {_transformers_version()}; {len(results)} of {planned} models "
+        f"validated, {seconds / 60:.0f} min of model time (the sum of each model's build, exports and comparisons).",
         "",
         "| " + " | ".join(OUTCOMES) + " |",
         "|" + "---|" * len(OUTCOMES),
