@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -164,3 +165,22 @@ def test_sweep_command_writes_a_report(tmp_path, capfd):
 def test_select_architectures_by_their_modeling_source():
     assert sweep.targets("^(Bart|Llama)Model$") == ["BartModel", "LlamaModel"]
     assert sweep.targets("^(Bart|Llama)Model$", source=r"torch\.float16 and") == ["BartModel"]  # the clamp
+
+
+def test_the_compiler_does_not_import_the_transformers_integration():
+    """Only the package front (``code_needing_rewriting``) and the command line reach into unbranch.hf."""
+    import pathlib
+    import subprocess
+    import sys
+
+    import unbranch
+
+    root = pathlib.Path(unbranch.__file__).parent
+    importers = {
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if "hf" not in p.relative_to(root).parts and re.search(r"from \.+hf\b|import unbranch\.hf", p.read_text())
+    }
+    assert importers == {"__init__.py", "cli.py"}
+    code = "import sys, unbranch; print('transformers' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
