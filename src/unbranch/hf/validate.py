@@ -134,8 +134,10 @@ def _as(dtype, inputs):
 
 
 def _error(e: Exception) -> str:
-    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}: {first[:120]}"
+    """``Class: first line`` (and the next one when the first only announces it, as validators' errors do)."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()] or [""]
+    first = " ".join(lines[:2]) if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+    return f"{type(e).__name__}: {first[:160]}"
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
