@@ -287,7 +287,7 @@ def make_inputs(model, batch: int = 2, seq: int = 7) -> tuple[dict, dict]:
     g = torch.Generator().manual_seed(batch * 100 + seq)
     dyn = torch.export.Dim.DYNAMIC
     kw, ds = {}, {}
-    for name in _wanted(model):
+    for name in sorted(_wanted(model), key=lambda n: n != "grid_thw"):  # it sizes hidden_states
         if name in ("input_ids", "decoder_input_ids", "qformer_input_ids"):
             length = seq if name != "decoder_input_ids" else max(seq - 2, 2)
             vocab = _find(config, "vocab_size", VOCAB)
@@ -307,8 +307,18 @@ def make_inputs(model, batch: int = 2, seq: int = 7) -> tuple[dict, dict]:
         elif name == "input_features":
             positions = _find(config, "max_source_positions")
             mel = _find(config, "num_mel_bins", 16)
-            kw[name] = torch.randn(batch, mel, 2 * positions if positions else 64, generator=g)
+            if positions:  # Whisper-like: mel bins first, and exactly twice the encoder's positions
+                kw[name] = torch.randn(batch, mel, 2 * positions, generator=g)
+            else:  # frames first (conformers, Speech2Text's stacked channels)
+                per_channel = _find(config, "input_feat_per_channel")
+                features = per_channel * _find(config, "input_channels", 1) if per_channel else mel
+                kw[name] = torch.randn(batch, 64, features, generator=g)
             ds[name] = {0: dyn}
+        elif name == "grid_thw":  # one image of 4 x 4 patches (2 x 2 merged), as flattened patches
+            kw[name], ds[name] = torch.tensor([[1, 4, 4]]), None
+            patch = _find(config, "patch_size", PATCH) ** 2 * (_find(config, "temporal_patch_size") or 1)
+            channels = _find(config, "in_channels") or _find(config, "num_channels", 3)
+            kw["hidden_states"], ds["hidden_states"] = torch.randn(16, channels * patch, generator=g), None
         elif name == "past_values":
             _time_series(config, batch, g, kw, ds)
         elif name not in kw:
