@@ -184,3 +184,15 @@ def test_the_compiler_does_not_import_the_transformers_integration():
     assert importers == {"__init__.py", "cli.py"}
     code = "import sys, unbranch; print('transformers' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_errors_keep_a_cause_announced_on_the_next_line():
+    from unbranch.hf.validate import _error
+
+    error = ValueError(
+        "Class validation error for validator 'validate_architecture':\n    ValueError: heads must divide"
+    )
+    assert _error(error) == (
+        "ValueError: Class validation error for validator 'validate_architecture': ValueError: heads must divide"
+    )
+    assert _error(RuntimeError("first\nsecond")) == "RuntimeError: first"

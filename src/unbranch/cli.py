@@ -77,7 +77,7 @@ def _sweep(args) -> int:
         print(sweep.summary(results))
     if args.report:
         mode = "strict and non-strict" if args.both_modes else "strict" if args.strict else "non-strict"
-        title = f"unbranch validate --all: {dtype}, {mode} export"
+        title = f"Sweep: {dtype}, {mode} export\n\n    unbranch {' '.join(args.argv)}"
         with open(args.report, "w") as f:
             f.write(sweep.markdown(results, title, len(names) * len(_modes(args)), verbose=args.verbose))
     return 0 if not any(r.outcome[0] in ("harm", "not fixed") for r in results) else 1
@@ -228,6 +228,7 @@ def main(argv=None) -> int:
     e.add_argument("-o", "--output", default="rewrites")
     e.set_defaults(run=_emit)
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     return args.run(args)
 
 
