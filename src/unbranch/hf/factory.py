@@ -261,7 +261,7 @@ def _wanted(model) -> list[str]:
     """Inputs to give: the main one, the required ones, both towers of a contrastive model, masks and decoder tokens."""
     config, params = model.config, _forward_params(type(model))
     main = type(model).main_input_name
-    wanted = [main if main in params or main == "past_values" else "input_ids"]
+    wanted = [main] if main in params or main == "past_values" else []  # some classes inherit a wrong one
     wanted += [
         p.name
         for p in params.values()
