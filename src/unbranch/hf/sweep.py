@@ -167,10 +167,15 @@ def markdown(results: list[Result], title: str, planned: int, verbose: bool = Fa
         if chosen:
             out += [f"## {outcome}", "", "| model | plain export | where | unbranch |", "|---|---|---|---|"]
             out += [
-                f"| {r.model} | {_cell(r.plain, 80)} | {r.plain_where} | {_cell(r.outcome[1] or 'ok', 160)} |"
+                f"| {r.model} | {_cell(r.plain, 80)} | {r.plain_where} | {_cell(r.outcome[1] or 'ok', 240)} |"
                 for r in chosen
             ]
             out.append("")
+    reasons = Counter(_cell(r.outcome[1], 100) for r in results if r.outcome[0] in ("not built", "other failure"))
+    if reasons:
+        out += ["## Not built and other failures, by reason", "", "| models | reason |", "|---|---|"]
+        out += [f"| {n} | {reason} |" for reason, n in reasons.most_common()]
+        out.append("")
     out += ["## All models", "", "| model | source | outcome | reason | s |", "|---|---|---|---|---|"]
     out += [f"| {r.model} | {r.source} | {r.outcome[0]} | {_cell(r.outcome[1])} | {r.seconds:.0f} |" for r in results]
     if verbose:
