@@ -26,7 +26,7 @@ from torch.export import Dim
 
 import unbranch
 import unbranch.onnx
-from unbranch.zoo import MODELS
+from unbranch.hf.zoo import MODELS
 
 
 class Renormalise(torch.nn.Module):

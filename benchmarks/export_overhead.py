@@ -21,7 +21,7 @@ import torch
 from _common import calls, machine, stats, write
 
 import unbranch
-from unbranch.zoo import MODELS
+from unbranch.hf.zoo import MODELS
 
 NAME = "BartModel"
 

@@ -24,7 +24,7 @@ import torch
 from _common import calls, machine, write
 
 import unbranch
-from unbranch.zoo import EXPORT_TODAY, MODELS
+from unbranch.hf.zoo import EXPORT_TODAY, MODELS
 
 MODELS_COVERED = EXPORT_TODAY  # the do-no-harm suite's models
 

@@ -15,8 +15,8 @@ from helpers import assert_same, count_conds
 
 import unbranch
 from unbranch.discovery import discover
+from unbranch.hf.zoo import EXPORT_TODAY, MODELS
 from unbranch.source import innermost_function
-from unbranch.zoo import EXPORT_TODAY, MODELS
 
 # discovery rewrites a method of these (a float16-only clamp; Whisper: a spec-augment helper
 # eval never calls), so rewritten code runs during their export

@@ -45,7 +45,7 @@ def test_every_peer_name_gets_the_encoder_layer_clamp(name):
 
 
 def test_vit_is_known_with_nothing_to_rewrite():
-    from unbranch.zoo import MODELS
+    from unbranch.hf.zoo import MODELS
 
     assert unbranch.code_needing_rewriting("ViTModel") == [] and unbranch.code_needing_rewriting("Nope") is None
     tiny = MODELS["ViTModel"]

@@ -206,7 +206,7 @@ def test_no_change_returns_the_original_code_object():
 def test_bart_float16_encoder_layer(strict):
     from transformers.models.bart.modeling_bart import BartEncoderLayer
 
-    from unbranch.zoo import MODELS
+    from unbranch.hf.zoo import MODELS
 
     tiny = MODELS["BartModel"]
     model, kwargs = tiny.build("BartModel", torch.float16), tiny.inputs(2, 7)

@@ -18,7 +18,7 @@ import onnx_ir  # noqa: E402
 import onnxruntime  # noqa: E402
 
 import unbranch.onnx  # noqa: E402
-from unbranch.validate import validate  # noqa: E402
+from unbranch.hf.validate import validate  # noqa: E402
 
 DYN0 = ({0: Dim.DYNAMIC},)
 
@@ -174,7 +174,7 @@ def test_float16_model_in_onnxruntime(name):
 def test_nllb_moe_float16_in_onnxruntime():
     """NllbMoe's flipped weights saturate every activation: the values then diverge in float32 too,
     without any cond (0.023). What onnxruntime must get right there is the side of each If."""
-    from unbranch.zoo import MODELS
+    from unbranch.hf.zoo import MODELS
 
     res = validate("NllbMoeModel", torch.float16, onnx=True)
     assert res.onnx == "ok" and res.onnx_ops.get("If", 0) == res.conds >= 1 and res.both_sides

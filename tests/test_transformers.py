@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import unbranch
-from unbranch.validate import validate
+from unbranch.hf.validate import validate
 
 NEEDS_REWRITE = [
     "BartModel",
@@ -47,7 +47,7 @@ def test_strict_mode_on_a_real_model():
 
 @pytest.mark.slow
 def test_report_attributes_conds_to_methods():
-    from unbranch.zoo import MODELS
+    from unbranch.hf.zoo import MODELS
 
     tiny = MODELS["LongT5Model"]
     model, kwargs = tiny.build("LongT5Model", torch.float16), tiny.inputs(2, 7)

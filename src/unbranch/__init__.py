@@ -2,8 +2,8 @@
 
 from .api import Report, RewrittenMethod, observe_branches, rewrite_source, torch_export_rewrite, transform_method
 from .cache import VERSION as __version__
-from .catalog import code_needing_rewriting
 from .errors import UnbranchError
+from .hf.catalog import code_needing_rewriting
 
 __all__ = [
     "Report",

@@ -19,7 +19,6 @@ import torch
 
 from . import cache
 from .analysis.classify import TENSOR
-from .catalog import code_needing_rewriting
 from .errors import UnbranchError
 
 # a branch header mentioning tensor data, or a for loop over sizes or over a plain name (``for row
@@ -29,6 +28,10 @@ _TENSORISH = re.compile(
     r"|for\b.*\bin\b.*(\.shape|\.size\(|\.item\())",
     re.MULTILINE,
 )
+# lookups (a class -> rewrite specs, or None) that integrations register: unbranch.hf.catalog's
+# transformers catalogue; the compiler itself knows no model library
+CATALOGUES: list = []
+
 # a converted for loop counts when it plainly runs over a size: the compiler also converts loops
 # over names it cannot type (``for t in tensors``, a tuple of tensors), which a model must not pay for
 _SIZED = re.compile(r"\bin\b.*(\.shape|\.size\(|\.item\()")
@@ -85,9 +88,10 @@ def discover(model: torch.nn.Module) -> list:
         if cls in classes:
             continue
         classes.add(cls)
-        for spec in code_needing_rewriting(cls) or ():
-            spec = dict(spec)
-            found.setdefault(spec.pop("function"), spec)
+        for lookup in CATALOGUES:
+            for spec in lookup(cls) or ():
+                spec = dict(spec)
+                found.setdefault(spec.pop("function"), spec)
         for klass in cls.__mro__:
             if klass is torch.nn.Module or klass.__module__.startswith("torch."):
                 break

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 
+from .. import discovery
 from . import hooks
 
 _M = "transformers.models."
@@ -106,3 +107,6 @@ def code_needing_rewriting(name_or_class):
     own = {q: h for q, h in entries.items() if q.split(".")[0] == cls.__name__}
     chosen = own or entries
     return [{"function": resolve(cls.__module__, q), **h} for q, h in chosen.items()]
+
+
+discovery.CATALOGUES.append(code_needing_rewriting)

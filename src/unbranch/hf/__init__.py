@@ -1,0 +1,6 @@
+"""The transformers integration: known rewrites, tiny models, validation and the sweep.
+
+The compiler never imports this package; ``catalog`` registers its lookup with
+:mod:`unbranch.discovery` when imported (``import unbranch`` does), and transformers itself
+is imported only when a model is looked up or built.
+"""

@@ -1,0 +1,357 @@
+"""Tiny random transformers models for any architecture, built offline from config defaults.
+
+A config class's defaults describe a full-size model; :func:`tiny_config` shrinks every size
+it knows by name (widths, layers, heads, experts, vocabulary, image and audio sizes) while
+keeping what the code divides by (heads and head sizes, rotary sections, per-layer lists), and
+applies the per-family data in ``OVERRIDES`` where names alone are not enough. Inputs follow
+the model's ``forward`` signature and ``main_input_name``. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+
+import torch
+
+WIDTH, HEADS, HEAD_DIM, FFN, LAYERS, VOCAB = 32, 2, 16, 64, 2, 128
+IMAGE, PATCH, AUDIO_SAMPLES = 32, 8, 1600
+
+# config key -> tiny value, applied at every nesting level (text_config, vision_config...)
+SIZES = {
+    **dict.fromkeys(
+        [
+            "hidden_size",
+            "d_model",
+            "n_embd",
+            "embed_dim",
+            "projection_dim",
+            "decoder_hidden_size",
+            "text_embed_dim",
+            "vision_embed_dim",
+            "out_hidden_size",
+            "projector_hidden_size",
+            "encoder_hidden_size",
+            "text_hidden_size",
+            "condition_dim",
+            "projection_size",
+        ],
+        WIDTH,
+    ),
+    "embedding_size": 16,  # ALBERT-like factorised embeddings
+    **dict.fromkeys(
+        [
+            "num_attention_heads",
+            "n_head",
+            "n_heads",
+            "num_heads",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "decoder_num_attention_heads",
+        ],
+        HEADS,
+    ),
+    **dict.fromkeys(["head_dim", "d_kv", "attention_head_dim", "v_head_dim", "qk_head_dim"], HEAD_DIM),
+    **dict.fromkeys(["qk_rope_head_dim", "qk_nope_head_dim"], HEAD_DIM // 2),
+    **dict.fromkeys(["kv_lora_rank", "q_lora_rank"], 16),
+    **dict.fromkeys(
+        [
+            "intermediate_size",
+            "ffn_dim",
+            "d_ff",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "moe_intermediate_size",
+            "shared_expert_intermediate_size",
+            "decoder_intermediate_size",
+        ],
+        FFN,
+    ),
+    **dict.fromkeys(
+        [
+            "num_hidden_layers",
+            "n_layer",
+            "n_layers",
+            "num_layers",
+            "encoder_layers",
+            "decoder_layers",
+            "num_decoder_layers",
+            "num_encoder_layers",
+            "depth",
+        ],
+        LAYERS,
+    ),
+    **dict.fromkeys(["num_experts", "num_local_experts", "n_routed_experts"], 4),
+    **dict.fromkeys(["num_experts_per_tok", "moe_topk"], 2),
+    **dict.fromkeys(["n_shared_experts", "num_shared_experts", "n_group", "topk_group", "first_k_dense_replace"], 1),
+    "vocab_size": VOCAB,
+    **dict.fromkeys(["max_position_embeddings", "n_positions", "max_target_positions"], 128),
+    "image_size": IMAGE,
+    "num_mel_bins": 16,
+    "num_conv_pos_embeddings": 16,
+    "num_conv_pos_embedding_groups": 2,
+    "state_size": 8,
+    "mamba_n_heads": 4,
+    "mamba_d_head": 16,
+    "mamba_d_state": 8,
+}
+# shrunk only when larger: a smaller default is part of the design (Swin's patch 4, window 7)
+AT_MOST = {
+    "patch_size": PATCH,
+    "window_size": 4,
+    "sliding_window": 16,
+    "max_source_positions": 16,
+    "rotary_dim": 8,
+    "num_groups": 4,
+    "num_frames": 4,
+}
+LIST_SIZES = {  # per-stage lists of CNN/hierarchical backbones: keep the length, shrink the values
+    "hidden_sizes": lambda n: [16 * 2**i for i in range(n)],
+    "depths": lambda n: [1] * n,
+    "num_heads": lambda n: [HEADS] * n,
+    "num_attention_heads": lambda n: [1] * n,
+    "conv_dim": lambda n: [16] * n,
+    "embed_dims": lambda n: [16 * 2**i for i in range(n)],
+}
+# per-family data (config model_type -> config values) where the generic shrink is not enough
+OVERRIDES: dict[str, dict] = {
+    "deepseek_v2": {"num_experts_per_tok": 2},  # None by default
+    "zaya": {"num_experts_per_tok": 1},
+    # time series: no default horizon
+    **dict.fromkeys(["time_series_transformer", "informer"], {"prediction_length": 4, "context_length": 8}),
+    "autoformer": {"prediction_length": 4, "context_length": 12},  # at least its label length, 10
+    "mistral4": {"head_dim": HEAD_DIM},  # its rotary head is the rope and nope parts together
+}
+DERIVED = ("out_features", "out_indices", "stage_names")  # backbone outputs named after the full depth
+NO_DOWNLOAD = {"use_pretrained_backbone": False, "use_timm_backbone": False}
+
+
+def _shrink(d: dict) -> dict:
+    """One config dict, shrunk in place (nested configs too); lists as long as the layer count follow it."""
+    layers = {d[k] for k in ("num_hidden_layers", "num_layers", "n_layer") if isinstance(d.get(k), int)}
+    heads = d.get("num_attention_heads") or d.get("n_head") or 0
+    old_head_dim = d.get("head_dim") or (d.get("hidden_size", 0) // heads if isinstance(heads, int) and heads else 0)
+    for key, value in list(d.items()):
+        if key in DERIVED:
+            del d[key]
+        elif isinstance(value, dict) and value and all(str(k).isdigit() for k in value):  # per-layer settings
+            d[key] = {k: v for k, v in value.items() if int(k) < LAYERS}
+        elif isinstance(value, dict) and key not in ("id2label", "label2id"):
+            _shrink(value)
+        elif isinstance(value, bool) or value is None:
+            continue
+        elif key in SIZES and isinstance(value, int):
+            d[key] = SIZES[key]
+        elif key in AT_MOST and isinstance(value, int):
+            d[key] = min(value, AT_MOST[key])
+        elif key in LIST_SIZES and isinstance(value, (list, tuple)) and value:
+            d[key] = LIST_SIZES[key](len(value))
+        elif key in ("image_size", "patch_size") and isinstance(value, (list, tuple)):
+            d[key] = [min(v, SIZES.get(key, AT_MOST.get(key))) for v in value]
+    for key, value in list(d.items()):  # per-layer lists (layer_types, mlp_only_layers...) follow the count
+        if isinstance(value, list) and layers and len(value) in layers and len(value) > LAYERS:
+            d[key] = value[:LAYERS]
+    if "head_dim" in d and d["head_dim"] is None and "num_attention_heads" in d:
+        d["head_dim"] = HEAD_DIM
+    if "head_dim" in d and "qk_rope_head_dim" in d:  # multi-head latent attention: rotary on the rope part
+        d["head_dim"] = d["qk_rope_head_dim"]
+    if isinstance(d.get("num_key_value_heads"), int):
+        d["num_key_value_heads"] = 1 if d["num_key_value_heads"] < d.get("num_attention_heads", HEADS) else HEADS
+    if "qk_head_dim" in d and "qk_rope_head_dim" in d:
+        d["qk_head_dim"] = d["qk_rope_head_dim"] + d.get("qk_nope_head_dim", 0)
+    rope = d.get("rope_parameters") or d.get("rope_scaling")
+    if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list) and old_head_dim:
+        rope["mrope_section"] = _scaled(rope["mrope_section"], HEAD_DIM / old_head_dim)
+    for key in NO_DOWNLOAD:
+        if key in d:
+            d[key] = NO_DOWNLOAD[key]
+    if "use_cache" in d:
+        d["use_cache"] = False  # a cache in the output is no pytree: export rejects it
+    _special_tokens(d)
+    d.update(OVERRIDES.get(d.get("model_type"), {}))
+    return d
+
+
+def _scaled(sections: list, ratio: float) -> list:
+    """Rotary sections (each >= 1) scaled by ``ratio``, their sum scaled exactly."""
+    total = max(round(sum(sections) * ratio), len(sections))
+    out = [max(1, round(s * ratio)) for s in sections]
+    out[0] += total - sum(out)
+    return out
+
+
+def _special_tokens(d: dict) -> None:
+    """Special token ids beyond the tiny vocabulary move to its top (they index embeddings)."""
+    top = d.get("vocab_size") or VOCAB
+    spare = iter(range(top - 1, top // 2, -1))
+    for key, value in d.items():
+        if key.endswith(("_token_id", "_token_index", "_token_ids")) and not isinstance(value, bool):
+            if isinstance(value, int) and value >= top:
+                d[key] = next(spare)
+            elif isinstance(value, list) and any(isinstance(v, int) and v >= top for v in value):
+                d[key] = [next(spare) if v >= top else v for v in value]
+
+
+def tiny_config(config_class, values: dict | None = None):
+    """``config_class``'s defaults (or ``values``, a local config), shrunk to a tiny model."""
+    d = values if values is not None else config_class().to_dict()
+    config = config_class.from_dict(_shrink(json.loads(json.dumps(d))))
+    for sub in [config, *(v for v in vars(config).values() if hasattr(v, "to_dict"))]:
+        _default_mrope(sub)
+    return config
+
+
+def _default_mrope(config) -> None:
+    """Multimodal rotary sections the modeling code defaults to full-size ones: give tiny ones."""
+    rope = getattr(config, "rope_parameters", None)
+    if "mrope_section" in getattr(config, "ignore_keys_at_rope_validation", ()) and isinstance(rope, dict):
+        half = int(HEAD_DIM * rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1))) // 2
+        rope.setdefault("mrope_section", [half - 2 * (half // 4), half // 4, half // 4])
+
+
+def base_model_classes() -> dict[str, str]:
+    """Model type -> base model class name, for every architecture transformers maps."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    return {k: v[0] if isinstance(v, (list, tuple)) else v for k, v in MODEL_MAPPING_NAMES.items()}
+
+
+def model_class(name: str):
+    """The transformers model class ``name`` names (a config class name gives its base model), or None."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if name.endswith("Config"):
+        model_type = next((k for k, v in CONFIG_MAPPING_NAMES.items() if v == name), None)
+        name = base_model_classes().get(model_type, "")
+    cls = getattr(transformers, name, None) if name else None
+    return cls if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel) else None
+
+
+def from_config_file(path: str):
+    """(model class, tiny config) for a local ``config.json`` (or a directory holding one)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    with open(path) as f:
+        values = json.load(f)
+    config_class = CONFIG_MAPPING[values["model_type"]]
+    archs = values.get("architectures") or []
+    cls = model_class(archs[0]) if archs else None
+    return cls or model_class(config_class.__name__), tiny_config(config_class, values)
+
+
+def _find(config, key, default=None):
+    """``config.key``, else the first sub-config (vision_config, audio_config...) that has it."""
+    if getattr(config, key, None) is not None:
+        return getattr(config, key)
+    for sub in vars(config).values():
+        if hasattr(sub, "to_dict") and getattr(sub, key, None) is not None:
+            return getattr(sub, key)
+    return default
+
+
+def _forward_params(cls) -> dict:
+    return dict(inspect.signature(inspect.unwrap(cls.forward)).parameters)
+
+
+def _wanted(model) -> list[str]:
+    """Inputs to give: the main one, the required ones, both towers of a contrastive model, masks and decoder tokens."""
+    config, params = model.config, _forward_params(type(model))
+    main = type(model).main_input_name
+    wanted = [main] if main in params or main == "past_values" else []  # some classes inherit a wrong one
+    wanted += [
+        p.name
+        for p in params.values()
+        if p.default is inspect.Parameter.empty and p.kind == p.POSITIONAL_OR_KEYWORD and p.name != "self"
+    ]
+    image_tokens = any("image_token" in k for k in config.to_dict())
+    if hasattr(config, "text_config") and hasattr(config, "vision_config") and not image_tokens:
+        wanted += ["input_ids", "pixel_values"]  # CLIP-like: both towers run
+    if "input_ids" in wanted and "attention_mask" in params:
+        wanted.append("attention_mask")
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+        wanted.append("decoder_input_ids")
+    return [w for w in dict.fromkeys(wanted) if w in params or w == main]
+
+
+def make_inputs(model, batch: int = 2, seq: int = 7) -> tuple[dict, dict]:
+    """Keyword inputs for ``model.forward`` and their dynamic shapes.
+
+    Token and waveform lengths are dynamic with the batch; image sizes and mel frames stay
+    the config's (position tables and convolutions fix them).
+    """
+    config = model.config
+    g = torch.Generator().manual_seed(batch * 100 + seq)
+    dyn = torch.export.Dim.DYNAMIC
+    kw, ds = {}, {}
+    for name in sorted(_wanted(model), key=lambda n: n != "grid_thw"):  # it sizes hidden_states
+        if name in ("input_ids", "decoder_input_ids", "qformer_input_ids"):
+            length = seq if name != "decoder_input_ids" else max(seq - 2, 2)
+            vocab = _find(config, "vocab_size", VOCAB)
+            kw[name], ds[name] = torch.randint(4, min(vocab, 100), (batch, length), generator=g), {0: dyn, 1: dyn}
+        elif name == "attention_mask":
+            kw[name], ds[name] = torch.ones(batch, seq, dtype=torch.long), {0: dyn, 1: dyn}
+        elif name == "pixel_values":
+            size = _find(config, "image_size", IMAGE)
+            h, w = (size, size) if isinstance(size, int) else size[:2]
+            frames = (_find(config, "num_frames"),) if _find(config, "num_frames") else ()  # video models
+            kw[name] = torch.randn(batch, *frames, _find(config, "num_channels", 3), h, w, generator=g)
+            ds[name] = {0: dyn}
+        elif name == "input_values":
+            channels = (_find(config, "audio_channels"),) if _find(config, "audio_channels") else ()  # codecs
+            kw[name] = torch.randn(batch, *channels, AUDIO_SAMPLES + 40 * seq, generator=g)
+            ds[name] = {0: dyn, 1 + len(channels): dyn}
+        elif name == "input_features":
+            positions = _find(config, "max_source_positions")
+            mel = _find(config, "num_mel_bins", 16)
+            if positions:  # Whisper-like: mel bins first, and exactly twice the encoder's positions
+                kw[name] = torch.randn(batch, mel, 2 * positions, generator=g)
+            else:  # frames first (conformers, Speech2Text's stacked channels)
+                per_channel = _find(config, "input_feat_per_channel")
+                features = per_channel * _find(config, "input_channels", 1) if per_channel else mel
+                kw[name] = torch.randn(batch, 64, features, generator=g)
+            ds[name] = {0: dyn}
+        elif name == "grid_thw":  # one image of 4 x 4 patches (2 x 2 merged), as flattened patches
+            kw[name], ds[name] = torch.tensor([[1, 4, 4]]), None
+            patch = _find(config, "patch_size", PATCH) ** 2 * (_find(config, "temporal_patch_size") or 1)
+            channels = _find(config, "in_channels") or _find(config, "num_channels", 3)
+            kw["hidden_states"], ds["hidden_states"] = torch.randn(16, channels * patch, generator=g), None
+        elif name == "past_values":
+            _time_series(config, batch, g, kw, ds)
+        elif name not in kw:
+            raise NotImplementedError(f"no input maker for {name!r}")
+    return kw, ds
+
+
+def _time_series(config, batch, g, kw, ds) -> None:
+    """past_values and what goes with it: lagged transformers (TST, Informer...) or patching models."""
+    dyn = torch.export.Dim.DYNAMIC
+    context, horizon = config.context_length, getattr(config, "prediction_length", 4)
+    lags = getattr(config, "lags_sequence", None)
+    if lags:  # past: context + largest lag; future: the horizon, with time features on both
+        length, features = context + max(lags), config.num_time_features
+        kw["past_values"] = torch.randn(batch, length, generator=g)
+        kw["past_time_features"] = torch.randn(batch, length, features, generator=g)
+        kw["past_observed_mask"] = torch.ones(batch, length)
+        kw["future_values"] = torch.randn(batch, horizon, generator=g)
+        kw["future_time_features"] = torch.randn(batch, horizon, features, generator=g)
+    else:
+        channels = getattr(config, "num_input_channels", 1)
+        kw["past_values"] = torch.randn(batch, context, channels, generator=g)
+    for name in kw:
+        ds[name] = {0: dyn}
+
+
+def tiny_model(name_or_class, dtype=torch.float32, config=None):
+    """A tiny random ``name_or_class`` (eval mode, ``dtype``) with example inputs and dynamic shapes."""
+    cls = model_class(name_or_class) if isinstance(name_or_class, str) else name_or_class
+    if cls is None:
+        raise ValueError(f"{name_or_class!r} is no transformers model or config class")
+    config = config or tiny_config(cls.config_class)
+    torch.manual_seed(0)
+    model = cls(config).eval().to(dtype)
+    kw, ds = make_inputs(model)
+    return model, kw, ds
