@@ -76,3 +76,26 @@ def test_closures():
     assert found["g"] == ({"s"}, set())
     assert found["bump"][1] == {"s"}
     assert found["h"] == ({"x", "s"}, set())
+
+
+def test_surroundings_of_a_nested_statement():
+    from unbranch.analysis.liveness import surroundings
+
+    fn = body(
+        """
+        def f(x):
+            x = x * 2
+            for i in range(3):
+                y = x + i
+                if y.sum() > 0:
+                    x.add_(1)
+                z = y
+            return x
+        """
+    )[0]
+    loop = fn.body.body[1]
+    target = loop.body.body[1]
+    before, after = surroundings(fn, target)
+    assert [cst.Module([s]).code.strip() for s in before] == ["y = x + i", "x = x * 2"]
+    # the rest of the loop body, what follows the loop, and the loop again (its next iteration)
+    assert [cst.Module([s]).code.strip().splitlines()[0] for s in after] == ["z = y", "return x", "for i in range(3):"]

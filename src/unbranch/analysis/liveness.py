@@ -46,6 +46,46 @@ def orelse_body(node) -> list:
     return list(node.orelse.body.body)
 
 
+def surroundings(fn: cst.FunctionDef, node) -> tuple[list, list]:
+    """(simple statements that always run before ``node``, statements that may run after it).
+
+    After: what follows it in each enclosing block, and each enclosing loop whole (its next
+    iteration). Before: the simple statements preceding it in each enclosing block.
+    """
+    before: list = []
+    after: list = []
+
+    def search(stmts) -> bool:
+        for i, s in enumerate(stmts):
+            found = s is node or any(search(block) for block in _blocks(s))
+            if found:
+                before.extend(p for p in stmts[:i] if isinstance(p, cst.SimpleStatementLine))
+                after.extend(stmts[i + 1 :])
+                if s is not node and isinstance(s, (cst.For, cst.While)):
+                    after.append(s)
+                return True
+        return False
+
+    search(list(fn.body.body))
+    return before, after
+
+
+def _blocks(s) -> list:
+    """The statement lists nested directly in a compound statement."""
+    if isinstance(s, cst.If):
+        return [list(s.body.body), orelse_body(s)]
+    if isinstance(s, (cst.For, cst.While)):
+        return [list(s.body.body)] + ([list(s.orelse.body.body)] if s.orelse else [])
+    if isinstance(s, cst.With):
+        return [list(s.body.body)]
+    if isinstance(s, (cst.Try, cst.TryStar)):
+        parts = [s.body, *(h.body for h in s.handlers), *(p.body for p in (s.orelse, s.finalbody) if p)]
+        return [list(p.body) for p in parts]
+    if isinstance(s, cst.Match):
+        return [list(c.body.body) for c in s.cases]
+    return []
+
+
 def analyse_function(fn: cst.FunctionDef, live_at_end: set[str] = frozenset()) -> Facts:
     """Liveness and definedness facts for every statement of ``fn``'s body."""
     facts = Facts()

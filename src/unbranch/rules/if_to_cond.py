@@ -25,7 +25,7 @@ import libcst as cst
 
 from ..analysis.classify import TENSOR
 from ..analysis.effects import block_effects
-from ..analysis.liveness import ALL, Facts, analyse_function, assigned, live_in, meet, orelse_body
+from ..analysis.liveness import ALL, Facts, analyse_function, assigned, live_in, meet, orelse_body, surroundings
 from ..analysis.names import block_writes, param_names
 from ..normalise.boolean_ops import runtime_predicate
 from ..normalise.early_return import _returns_through_ifs, ends_in_return
@@ -241,46 +241,6 @@ class IfToCond(cst.CSTTransformer):
                     "(which object that change reaches depends on the branch: a cond cannot express it)"
                 )
         return None
-
-
-def surroundings(fn: cst.FunctionDef, node) -> tuple[list, list]:
-    """(simple statements that always run before ``node``, statements that may run after it).
-
-    After: what follows it in each enclosing block, and each enclosing loop whole (its next
-    iteration). Before: the simple statements preceding it in each enclosing block.
-    """
-    before: list = []
-    after: list = []
-
-    def search(stmts) -> bool:
-        for i, s in enumerate(stmts):
-            found = s is node or any(search(block) for block in _blocks(s))
-            if found:
-                before.extend(p for p in stmts[:i] if isinstance(p, cst.SimpleStatementLine))
-                after.extend(stmts[i + 1 :])
-                if s is not node and isinstance(s, (cst.For, cst.While)):
-                    after.append(s)
-                return True
-        return False
-
-    search(list(fn.body.body))
-    return before, after
-
-
-def _blocks(s) -> list:
-    """The statement lists nested directly in a compound statement."""
-    if isinstance(s, cst.If):
-        return [list(s.body.body), orelse_body(s)]
-    if isinstance(s, (cst.For, cst.While)):
-        return [list(s.body.body)] + ([list(s.orelse.body.body)] if s.orelse else [])
-    if isinstance(s, cst.With):
-        return [list(s.body.body)]
-    if isinstance(s, (cst.Try, cst.TryStar)):
-        parts = [s.body, *(h.body for h in s.handlers), *(p.body for p in (s.orelse, s.finalbody) if p)]
-        return [list(p.body) for p in parts]
-    if isinstance(s, cst.Match):
-        return [list(c.body.body) for c in s.cases]
-    return []
 
 
 def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:

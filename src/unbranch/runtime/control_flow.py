@@ -44,10 +44,7 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
         mutated = _tensor_operands(operands)  # what an inplace module changes is not visible in the source
     unwritable = _unwritable(then_fn, operands, mutated) if is_symbolic(pred) else None
     if unwritable and isinstance(pred, torch.Tensor):
-        fail(
-            f"a branch of this if changes {unwritable} in place, which torch.cond cannot carry out of a branch",
-            f"if at {origin_of_caller(1)}",
-        )
+        _refuse(unwritable)
     if not is_symbolic(pred) or unwritable or not (tensor_outputs or isinstance(pred, torch.Tensor)):
         taken = True if pred else False
         if observers:
@@ -68,10 +65,7 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
             # every tensor operand gets the clone-and-write-back treatment, if none shares memory
             unwritable = _unwritable(then_fn, operands, everything)
             if unwritable:
-                fail(
-                    f"a branch of this if changes {unwritable} in place, which torch.cond cannot carry out of a branch",
-                    f"if at {origin_of_caller(1)}",
-                )
+                _refuse(unwritable)
             return _cond(pred, then_fn, else_fn, operands, everything, kept)
         first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
         raise UnbranchError(
@@ -116,6 +110,14 @@ def _unwritable(branch, operands, mutated) -> str | None:
             continue  # only its tensors can change, in place
         return f"{name(k)} (a {type(operands[k]).__name__})"
     return None
+
+
+def _refuse(unwritable: str):
+    """Fail the export of the if that called ``if_stmt`` (two frames up), naming what cannot be written back."""
+    fail(
+        f"a branch of this if changes {unwritable} in place, which torch.cond cannot carry out of a branch",
+        f"if at {origin_of_caller(2)}",
+    )
 
 
 def _root(t):
