@@ -1,42 +1,56 @@
-"""Every rule's EXAMPLES: the rewrite is exact, and before/after compute the same thing."""
+"""Every pass's EXAMPLES: the rewrite is exact, and before/after compute the same thing."""
 
-import importlib
-import pkgutil
+import re
 import textwrap
 
 import pytest
 import torch
 
 import unbranch
-import unbranch.rules
-from unbranch import UnbranchError, runtime
-from unbranch.rules._util import Refused, Rewrite, Unchanged
+from unbranch import UnbranchError, pipeline, runtime
+from unbranch.passes import Refused, Rewrite, Unchanged
+from unbranch.pipeline import PASSES
 
 
 def _examples():
-    for info in pkgutil.iter_modules(unbranch.rules.__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"unbranch.rules.{info.name}")
-        assert getattr(module, "EXAMPLES", None), f"rule {info.name} has no EXAMPLES"
-        for i, ex in enumerate(module.EXAMPLES):
-            yield pytest.param(ex, id=f"{info.name}_{type(ex).__name__.lower()}_{i}")
+    for step in PASSES:
+        for i, ex in enumerate(step.EXAMPLES):
+            yield pytest.param(step, ex, id=f"{step.__name__}_{type(ex).__name__.lower()}_{i}")
+
+
+@pytest.fixture
+def upto(monkeypatch):
+    """A pass's examples show the code once that pass has run: the pipeline up to it."""
+
+    def cut(step):
+        monkeypatch.setattr(pipeline, "PASSES", PASSES[: PASSES.index(step) + 1])
+
+    return cut
+
+
+def test_every_pass_has_examples_of_what_it_rewrites_and_leaves():
+    for step in PASSES:
+        kinds = {type(ex) for ex in step.EXAMPLES}
+        assert Rewrite in kinds and (Unchanged in kinds or Refused in kinds), step.__name__
 
 
 def _text(code):
     return textwrap.dedent(code).lstrip("\n")
 
 
-@pytest.mark.parametrize("example", list(_examples()))
-def test_example_text(example):
+@pytest.mark.parametrize("step, example", list(_examples()))
+def test_example_text(step, example, upto):
+    upto(step)
     if isinstance(example, Rewrite):
         assert unbranch.rewrite_source(example.before) == _text(example.after)
     elif isinstance(example, Unchanged):
         assert unbranch.rewrite_source(example.code) == _text(example.code)
     else:
         assert isinstance(example, Refused)
-        with pytest.raises(UnbranchError, match=example.message.replace("(", r"\(").replace(")", r"\)")):
-            unbranch.rewrite_source(example.code)
+        with pytest.raises(UnbranchError, match=re.escape(example.message)):
+            unbranch.rewrite_source(example.code, strict=True)
+        left = unbranch.rewrite_source(example.code, strict=False)  # the default: stays Python, says why
+        assert "_ub.unconverted(" in left and repr(example.message) in left
 
 
 def _run(code, x):
@@ -49,8 +63,8 @@ def _run(code, x):
         return type(e), str(e)
 
 
-@pytest.mark.parametrize("example", [p for p in _examples() if isinstance(p.values[0], Rewrite)])
-def test_example_behaviour(example):
+@pytest.mark.parametrize("step, example", [p for p in _examples() if isinstance(p.values[1], Rewrite)])
+def test_example_behaviour(step, example):
     for x in (
         torch.randn(4, 3).abs() + 0.1,
         -torch.randn(4, 3).abs() - 0.1,

@@ -105,7 +105,7 @@ def _rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
         digest = hashlib.sha256(f"{skey}{info.path}{info.line}".encode()).hexdigest()
         filename = loader.filename_for(info, digest)
         code = _compile(compiled.text, info, original, filename)
-        loader.register(filename, info, compiled.text, compiled.anchors)
+        loader.register(filename, info, compiled.text, compiled.tree, compiled.origins)
     else:
         code = original
     parts = (info, compiled.text, compiled.changed, compiled.notes, code, compiled.runtime)
@@ -121,7 +121,7 @@ def transform_method(
     pre_rewriter=None,
     post_rewriter=None,
     *extra,
-    strict: bool = True,
+    strict: bool = False,
     shape_conditions: bool = True,
     **unknown,
 ) -> RewrittenMethod:
@@ -131,8 +131,9 @@ def transform_method(
     Hooks take and return libcst nodes: ``filter_node(if_node) -> bool`` chooses which
     dispatched ``if`` statements to rewrite, ``pre_rewriter``/``post_rewriter`` map the
     ``FunctionDef`` before and after the rules. ``verbose=1`` prints what was rewritten,
-    ``2`` the diff too. ``strict`` raises UnbranchError for an ``if`` on a plainly tensor
-    condition that cannot be converted (otherwise it stays plain Python).
+    ``2`` the diff too. A construct that cannot be converted stays plain Python and is
+    reported (``rm.notes``, and at run time if its condition is a tensor under export);
+    ``strict=True`` raises UnbranchError instead when its condition is plainly a tensor.
     ``shape_conditions=False`` leaves ``if``s on sizes alone as plain Python.
     """
     _check_arguments("transform_method", extra, unknown, _TRANSFORM_KEYWORDS)
@@ -442,7 +443,7 @@ _RUNTIME_FAILURE = re.compile(r"unbranch: (.*?\])[\"']\)")
 
 
 def rewrite_source(
-    text: str, prefix: str = "branch_cond", is_method: bool = True, strict: bool = True, path: str = "<string>"
+    text: str, prefix: str = "branch_cond", is_method: bool = True, strict: bool = False, path: str = "<string>"
 ) -> str:
     """Rewrite the source of one ``def`` given as text (no function object needed)."""
     import textwrap

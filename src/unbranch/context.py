@@ -10,6 +10,7 @@ import libcst as cst
 
 from .analysis.classify import SHAPE, STATIC, Classifier
 from .errors import UnbranchError
+from .origins import Origins
 from .source import SourceInfo
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -58,13 +59,14 @@ class Context:
     runtime: str = "_ub"
     prefix: str = "branch_cond"
     filter_node: Callable | None = None
-    strict: bool = True  # raise on an if with a tensor condition that cannot be converted
+    strict: bool = False  # raise on a construct with a tensor condition that cannot be converted
     shape_conditions: bool = True  # dispatch ifs on sizes alone (else they stay plain Python)
     self_name: str | None = None
     mutating_helpers: object = field(default_factory=dict)  # callee text -> argument positions it changes (.get)
     closures: list = field(default_factory=list)  # the user's nested functions (analysis.effects.closures)
     notes: list = field(default_factory=list)
-    anchors: dict = field(default_factory=dict)  # name unbranch wrote -> original line it stands for
+    origins: Origins = field(default_factory=Origins)
+    where: int | None = None  # origin of the statement the running pass is in (for nodes it builds)
 
     def is_candidate(self, node: cst.If) -> bool:
         """Should this ``if`` be dispatched at run time (not plainly a Python condition)?"""
@@ -80,32 +82,19 @@ class Context:
         return self.classifier.loop_candidate(node.iter)
 
     def line_of(self, node) -> int:
-        """Line in the original file of ``node``, found by its text (passes rebuild nodes).
-
-        An ``if``/``while`` is found by its header; a node unbranch synthesised maps to the
-        ``def`` line.
-        """
-        lines = self.source.text.splitlines()
-        test = getattr(node, "test", None)
-        if isinstance(node, cst.For):
-            target = self.module.code_for_node(node.target)
-            wanted = [f"for {target} in {self.module.code_for_node(node.iter)}"]
-            found = next((i for i, ln in enumerate(lines) if ln.strip().startswith(tuple(wanted))), None)
-        elif test is not None:
-            cond = self.module.code_for_node(test).splitlines()[0].strip()
-            wanted = [f"{kw} {cond}" for kw in ("if", "elif", "while")]
-            found = next((i for i, ln in enumerate(lines) if ln.strip().startswith(tuple(wanted))), None)
-        else:
-            text = self.module.code_for_node(node).strip().splitlines()
-            found = next((i for i, ln in enumerate(lines) if text and text[0] in ln), None)
-        return self.source.line + (found or 0)
+        """Line in the original file of ``node``: its origin, else the statement being rewritten."""
+        line = self.origins.line(node)
+        if line is None:
+            line = self.where or 1
+        return self.source.line + line - 1
 
     def error(self, message: str, node, construct: str) -> UnbranchError:
         return UnbranchError(message, self.source.path, self.line_of(node), construct)
 
     def note(self, node, kind: str, detail: str) -> None:
-        condition = node.iter if isinstance(node, cst.For) else node.test
-        self.notes.append(Note(self.line_of(node), kind, detail, self.classifier.kind(condition)))
+        condition = node.iter if isinstance(node, cst.For) else getattr(node, "test", None)
+        kind_of = self.classifier.kind(condition) if condition is not None else ""
+        self.notes.append(Note(self.line_of(node), kind, detail, kind_of))
 
     def runtime_call(self, func: str, *args: cst.BaseExpression) -> cst.Call:
         return cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name(func)), [cst.Arg(a) for a in args])

@@ -1,38 +1,29 @@
 """Rewritten text -> what tracebacks show: a line table back to the original file.
 
-User statements are moved into branch functions unchanged, so matching lines of text
-recovers where each generated line came from; lines unbranch wrote (defs, calls) take the
-origin of the nearest user line before them. Computed lazily: only errors need it.
+The table comes from positions on the output tree and the origin each node inherited from
+the code it replaces (``origins.line_table``). Computed lazily: only errors need it.
 """
 
 from __future__ import annotations
 
-import difflib
 from functools import cached_property
 
+from .origins import line_table
 from .source import SourceInfo
 
 
 class SourceMap:
-    def __init__(self, info: SourceInfo, generated: str, anchors=None):
+    def __init__(self, info: SourceInfo, generated: str, tree, origins):
         self.info = info
         self.generated = generated
-        self.anchors = anchors or {}  # a name unbranch wrote -> the original line it stands for
+        self.tree, self.origins = tree, origins
 
     @cached_property
     def table(self) -> dict[int, int]:
-        old = [ln.strip() for ln in self.info.text.splitlines()]
-        new = [ln.strip() for ln in self.generated.splitlines()]
-        table: dict[int, int] = {}
-        for a, b, size in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
-            for k in range(size):
-                table[b + k + 1] = a + k + 1
-        first = self.info.line - 1
+        table = line_table(self.tree, self.origins) if self.tree is not None else {}
         last = 1
-        for line in range(1, len(new) + 1):
-            if line not in table:  # a line unbranch wrote: the construct its names stand for
-                table[line] = next((o - first for name, o in self.anchors.items() if name in new[line - 1]), last)
-            last = table[line]
+        for line in range(1, self.generated.count("\n") + 2):  # a line with no origin: the one before it
+            last = table.setdefault(line, last)
         return table
 
     def __call__(self, line: int):

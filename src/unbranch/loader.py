@@ -69,13 +69,13 @@ def compile_function(
     return inner
 
 
-def register(filename: str, info: SourceInfo, text: str, anchors=None) -> None:
+def register(filename: str, info: SourceInfo, text: str, tree=None, origins=None) -> None:
     """Make the rewritten text visible to tracebacks, ``inspect`` and error messages.
 
     Lines read from linecache end with ``# original/file.py:LINE``; they are computed only
     when something (a traceback, ``inspect``) first asks for them.
     """
-    smap = SourceMap(info, text, anchors)
+    smap = SourceMap(info, text, tree, origins)
     linecache.cache[filename] = (smap.annotated,)
     source_map.register(filename, smap)
 

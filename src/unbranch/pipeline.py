@@ -1,7 +1,7 @@
 """The compiler, top to bottom: parse -> normalise -> rules -> emit.
 
-Each pass is ``apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef``. Analysis (names,
-liveness, classification) is recomputed by the passes that need it, on the tree they get.
+Each pass is a ``passes.Pass`` subclass: ``apply(fn, ctx) -> fn``, run only when the screen
+found a candidate it handles. Analyses a pass declares are computed on the tree it gets.
 """
 
 from __future__ import annotations
@@ -16,19 +16,24 @@ from .analysis.classify import Classifier
 from .analysis.effects import closures
 from .context import Context, Namer, taken_names
 from .errors import UnbranchError
-from .normalise import early_return, elif_chain, leading_break
-from .rules import for_to_scan, if_to_cond, raise_to_check, while_to_loop
+from .normalise.early_return import EarlyReturn
+from .normalise.elif_chain import ElifChain
+from .normalise.leading_break import LeadingBreak
+from .origins import Origins
+from .rules.for_to_scan import ForToScan
+from .rules.if_to_cond import IfToCond
+from .rules.raise_to_check import RaiseToCheck
+from .rules.while_to_loop import WhileToLoop
 from .source import SourceInfo
 
-# (pass, what it rewrites): a pass runs only when the function holds such a candidate
 PASSES = [
-    (raise_to_check.apply, {"if", "assert"}),  # first: `if c: raise` must not count as an early return
-    (elif_chain.apply, {"if"}),  # dispatched elifs become `else: if`, so each if is a replaceable statement
-    (early_return.apply, {"if"}),  # the code after a one-sided return moves into the other branch
-    (leading_break.apply, {"loop"}),  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
-    (if_to_cond.apply, {"if"}),  # liveness on the final shape of the code, then branch functions
-    (for_to_scan.apply, {"loop"}),  # after the ifs: a converted if inside a loop is plain statements by now
-    (while_to_loop.apply, {"loop"}),
+    RaiseToCheck,  # first: `if c: raise` must not count as an early return
+    ElifChain,  # dispatched elifs become `else: if`, so each if is a replaceable statement
+    EarlyReturn,  # the code after a one-sided return moves into the other branch
+    LeadingBreak,  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
+    IfToCond,  # liveness on the final shape of the code, then branch functions
+    ForToScan,  # after the ifs: a converted if inside a loop is plain statements by now
+    WhileToLoop,
 ]
 
 
@@ -38,7 +43,7 @@ class Options:
     filter_node: object = None
     pre_rewriter: object = None
     post_rewriter: object = None
-    strict: bool = True
+    strict: bool = False  # True: a construct on a plainly tensor condition that cannot be converted raises
     is_method: bool = True
     shape_conditions: bool = True  # False: an if on sizes alone stays plain Python (model discovery)
 
@@ -65,7 +70,8 @@ class Compiled:
     changed: bool
     notes: list
     runtime: str  # the global name the text uses for unbranch.runtime
-    anchors: dict = field(default_factory=dict)  # generated name -> original line (source map)
+    tree: cst.Module | None = None  # the output tree: positions on it give the source map (origins.line_table)
+    origins: Origins | None = None
     callees: dict = field(default_factory=dict)  # what the helpers it calls change in place, as used
 
 
@@ -93,6 +99,7 @@ def compile_source(info: SourceInfo, options: Options, global_names=(), mutating
         return Compiled(info.text, False, [], "_ub")  # nothing to rewrite: libcst never runs
     module = cst.parse_module(info.text)
     fn = module.body[0]
+    origins = Origins.parse(fn, fn_ast)
     namer = Namer(taken_names(info.text, global_names))
     runtime = namer.new("_ub")
     ctx = Context(
@@ -107,19 +114,21 @@ def compile_source(info: SourceInfo, options: Options, global_names=(), mutating
         shape_conditions=options.shape_conditions,
         self_name=classifier.self_name,
         closures=closures(fn),
+        origins=origins,
         mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
     )
     new = fn
     if options.pre_rewriter is not None:
         new = _hook(options.pre_rewriter, new, info, "pre_rewriter")
-    for apply, rewrites in PASSES:
-        if hooked or wanted & rewrites:
-            new = apply(new, ctx)
+    for step in PASSES:
+        if hooked or wanted & step.HANDLES:
+            new = step.apply(new, ctx)
     if options.post_rewriter is not None:
         new = _hook(options.post_rewriter, new, info, "post_rewriter")
-    if not ctx.notes and (not hooked or new.deep_equals(fn)):
+    if not ctx.notes and new.deep_equals(fn):  # normalising may change code without a note
         return Compiled(info.text, False, ctx.notes, runtime)
-    return Compiled(module.with_changes(body=[new, *module.body[1:]]).code, True, ctx.notes, runtime, ctx.anchors)
+    out = module.with_changes(body=[new, *module.body[1:]])
+    return Compiled(out.code, True, ctx.notes, runtime, out, origins)
 
 
 def _hook(hook, fn, info, name):

@@ -14,35 +14,16 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import orelse_body
-
-
-def ends_in_return(stmts) -> bool:
-    """Does every path through ``stmts`` end in ``return`` or ``raise``?"""
-    if not stmts:
-        return False
-    last = stmts[-1]
-    if isinstance(last, cst.SimpleStatementLine):
-        return isinstance(last.body[-1], (cst.Return, cst.Raise))
-    if isinstance(last, cst.If):
-        return last.orelse is not None and ends_in_return(last.body.body) and ends_in_return(orelse_body(last))
-    return False
-
-
-def _returns_through_ifs(stmts) -> bool:
-    for s in stmts:
-        if isinstance(s, cst.SimpleStatementLine) and any(isinstance(x, cst.Return) for x in s.body):
-            return True
-        if isinstance(s, cst.If) and (_returns_through_ifs(s.body.body) or _returns_through_ifs(orelse_body(s))):
-            return True
-    return False
+from ..passes import Pass, Rewrite, Unchanged
 
 
 def _needs_tail(s, ctx) -> bool:
     """An ``if`` that holds (through ``if``s only) a dispatched ``if`` with a ``return`` in it."""
     if not isinstance(s, cst.If):
         return False
-    if ctx.is_candidate(s) and _returns_through_ifs([s]):
+    if ctx.is_candidate(s) and returns_through_ifs([s]):
         return True
     return any(_needs_tail(c, ctx) for c in (*s.body.body, *orelse_body(s)))
 
@@ -62,7 +43,7 @@ def _push(node: cst.If, tail, ctx) -> cst.If:
     def branch(stmts):
         if ends_in_return(stmts) or not tail:
             return _block(list(stmts), ctx)
-        moved = tail if next(copies) == 0 else [t.deep_clone() for t in tail]
+        moved = tail if next(copies) == 0 else [ctx.origins.cloned(t) for t in tail]
         return _block([*stmts, *moved], ctx)
 
     body = branch(node.body.body)
@@ -75,5 +56,40 @@ def _push(node: cst.If, tail, ctx) -> cst.If:
     return new.with_changes(orelse=cst.Else(cst.IndentedBlock(orelse)))
 
 
-def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-    return fn.with_changes(body=fn.body.with_changes(body=_block(list(fn.body.body), ctx)))
+class EarlyReturn(Pass):
+    HANDLES = frozenset({"if"})
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, x):
+                if x.sum() > 0:
+                    return torch.sin(x)
+                y = x * 2
+                return torch.cos(y)
+            """,
+            """
+            def forward(self, x):
+                if x.sum() > 0:
+                    return torch.sin(x)
+                else:
+                    y = x * 2
+                    return torch.cos(y)
+            """,
+        ),
+        Unchanged(
+            """
+            def forward(self, x, mask=None):
+                if mask is None:
+                    return x
+                return x * mask
+            """
+        ),
+    ]
+
+    def visit_FunctionDef(self, node) -> bool:
+        return False  # the work is on whole blocks, in leave_FunctionDef
+
+    def leave_FunctionDef(self, original, updated):
+        if original is not self.fn:
+            return updated
+        return updated.with_changes(body=updated.body.with_changes(body=_block(list(updated.body.body), self.ctx)))

@@ -11,16 +11,44 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..passes import Pass, Rewrite, Unchanged
 
-class _Split(cst.CSTTransformer):
-    def __init__(self, ctx, fn):
-        self.ctx, self.fn = ctx, fn
 
-    def visit_FunctionDef(self, node):
-        return node is self.fn
-
-    def visit_SimpleStatementLine(self, node):
-        return False  # statements only: skipping expressions keeps the pass cheap
+class ElifChain(Pass):
+    HANDLES = frozenset({"if"})
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, x, mode):
+                y = x
+                if mode == "a":
+                    y = 2 * x
+                elif x.sum() > 0:
+                    y = -x
+                return y
+            """,
+            """
+            def forward(self, x, mode):
+                y = x
+                if mode == "a":
+                    y = 2 * x
+                else:
+                    if x.sum() > 0:
+                        y = -x
+                return y
+            """,
+        ),
+        Unchanged(
+            """
+            def forward(self, x, mode):
+                if mode == "a":
+                    y = x
+                elif mode == "b":
+                    y = -x
+                return y
+            """
+        ),
+    ]
 
     def leave_If(self, original, updated):
         inner = updated.orelse
@@ -28,7 +56,3 @@ class _Split(cst.CSTTransformer):
             block = cst.IndentedBlock([inner.with_changes(leading_lines=[])])
             return updated.with_changes(orelse=cst.Else(block, leading_lines=inner.leading_lines))
         return updated
-
-
-def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-    return fn.visit(_Split(ctx, fn))

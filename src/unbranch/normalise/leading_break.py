@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..passes import Pass, Rewrite, Unchanged
+
 
 def _leading_break(body):
     first = body[0] if body else None
@@ -18,15 +20,38 @@ def _leading_break(body):
     return None
 
 
-class _Fold(cst.CSTTransformer):
-    def __init__(self, ctx, fn):
-        self.ctx, self.fn = ctx, fn
-
-    def visit_FunctionDef(self, node):
-        return node is self.fn
-
-    def visit_SimpleStatementLine(self, node):
-        return False  # statements only: skipping expressions keeps the pass cheap
+class LeadingBreak(Pass):
+    HANDLES = frozenset({"loop"})
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, x):
+                while x.sum() < 100:
+                    if x.max() > 50:
+                        break
+                    x = x.abs() * 2 + 1
+                return x
+            """,
+            """
+            def forward(self, x):
+                while x.sum() < 100 and not x.max() > 50:
+                    x = x.abs() * 2 + 1
+                return x
+            """,
+        ),
+        Unchanged(
+            """
+            def forward(self, x):
+                done = False
+                while not done:
+                    if x.sum() > 0:
+                        break
+                    x = x - 1
+                    done = True
+                return x
+            """
+        ),
+    ]
 
     def leave_While(self, original, updated):
         body = list(updated.body.body)
@@ -35,7 +60,3 @@ class _Fold(cst.CSTTransformer):
             return updated
         test = cst.BooleanOperation(updated.test, cst.And(), cst.UnaryOperation(cst.Not(), stop))
         return updated.with_changes(test=test, body=updated.body.with_changes(body=body[1:]))
-
-
-def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-    return fn.visit(_Fold(ctx, fn))

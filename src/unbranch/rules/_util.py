@@ -1,36 +1,12 @@
-"""Helpers shared by the rules: examples, blockers, branch-function building."""
+"""Helpers shared by the rules: blockers, lost effects, branch-function building."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import libcst as cst
 
 from ..analysis.effects import block_effects, closures
 from ..analysis.names import block_reads, block_writes, names_in_order
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """``before`` (a function) becomes ``after`` exactly."""
-
-    before: str
-    after: str
-
-
-@dataclass(frozen=True)
-class Unchanged:
-    """``code`` comes back as it was."""
-
-    code: str
-
-
-@dataclass(frozen=True)
-class Refused:
-    """Rewriting ``code`` raises UnbranchError with ``message`` in it."""
-
-    code: str
-    message: str
+from ..origins import Inheriting
 
 
 class _Blockers(cst.CSTVisitor):
@@ -173,10 +149,11 @@ def binds_python_values(stmts, names) -> bool:
     return v.found
 
 
-class _ExplicitSuper(cst.CSTTransformer):
+class _ExplicitSuper(Inheriting):
     """Zero-argument ``super()`` fails in a nested function: name the class and instance."""
 
-    def __init__(self, self_name: str):
+    def __init__(self, self_name: str, origins):
+        super().__init__(origins)
         self.self_name = self_name
 
     def visit_FunctionDef(self, node):
@@ -190,10 +167,10 @@ class _ExplicitSuper(cst.CSTTransformer):
         return updated
 
 
-def explicit_super(stmts, self_name: str | None) -> list:
-    if self_name is None:
+def explicit_super(stmts, ctx) -> list:
+    if ctx.self_name is None:
         return list(stmts)
-    t = _ExplicitSuper(self_name)
+    t = _ExplicitSuper(ctx.self_name, ctx.origins)
     return [s.visit(t) for s in stmts]
 
 

@@ -22,63 +22,10 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.effects import block_effects
-from ..analysis.liveness import Facts, analyse_function
 from ..analysis.names import block_writes
+from ..passes import Pass, Rewrite, Unchanged
 from ._loops import carried, changed_in_place, loop_blocker, runtime_call
-from ._util import Rewrite, Unchanged, branch_def, call_statement, explicit_super, in_order
-
-EXAMPLES = [
-    Rewrite(
-        """
-        def forward(self, x, y):
-            z = torch.zeros(x.shape[0], y.shape[0])
-            acc = torch.zeros(x.shape[1])
-            for i in range(x.shape[0]):
-                z[i] = ((x[i] - y) ** 2).sum(-1)
-                acc += x[i]
-            return z, acc
-        """,
-        """
-        def forward(self, x, y):
-            z = torch.zeros(x.shape[0], y.shape[0])
-            acc = torch.zeros(x.shape[1])
-            def loop_body_1(i, x, z, acc):
-                z[i] = ((x[i] - y) ** 2).sum(-1)
-                acc += x[i]
-                return acc
-            acc = _ub.for_range(x.shape[0], loop_body_1, reads=(x,), rows=(z,), carry=(acc,), mutated=(0,), kept=(0,))
-            return z, acc
-        """,
-    ),
-    Rewrite(
-        """
-        def forward(self, x):
-            total = x[0] * 0
-            for row in x:
-                total = total + row.relu()
-            return total
-        """,
-        """
-        def forward(self, x):
-            total = x[0] * 0
-            def loop_body_1(row, total):
-                total = total + row.relu()
-                return total
-            total = _ub.for_each(x, loop_body_1, carry=(total,))
-            return total
-        """,
-    ),
-    Unchanged(
-        """
-        def forward(self, x):
-            for layer in self.layers:
-                x = layer(x)
-            for i in range(self.num_heads):
-                x = x + i
-            return x
-        """
-    ),
-]
+from ._util import branch_def, call_statement, explicit_super, in_order
 
 
 class _IndexUses(cst.CSTVisitor):
@@ -157,15 +104,61 @@ def _row_targets(body, index: str) -> list[str]:
     return rows
 
 
-class ForToScan(cst.CSTTransformer):
-    def __init__(self, ctx, fn, facts: Facts):
-        self.ctx, self.fn, self.facts = ctx, fn, facts
-
-    def visit_FunctionDef(self, node):
-        return node is self.fn
-
-    def visit_SimpleStatementLine(self, node):
-        return False  # statements only: skipping expressions keeps the pass cheap
+class ForToScan(Pass):
+    HANDLES = frozenset({"loop"})
+    NEEDS = ("liveness",)
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, x, y):
+                z = torch.zeros(x.shape[0], y.shape[0])
+                acc = torch.zeros(x.shape[1])
+                for i in range(x.shape[0]):
+                    z[i] = ((x[i] - y) ** 2).sum(-1)
+                    acc += x[i]
+                return z, acc
+            """,
+            """
+            def forward(self, x, y):
+                z = torch.zeros(x.shape[0], y.shape[0])
+                acc = torch.zeros(x.shape[1])
+                def loop_body_1(i, x, z, acc):
+                    z[i] = ((x[i] - y) ** 2).sum(-1)
+                    acc += x[i]
+                    return acc
+                acc = _ub.for_range(x.shape[0], loop_body_1, reads=(x,), rows=(z,), carry=(acc,), mutated=(0,), kept=(0,))
+                return z, acc
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
+                total = x[0] * 0
+                for row in x:
+                    total = total + row.relu()
+                return total
+            """,
+            """
+            def forward(self, x):
+                total = x[0] * 0
+                def loop_body_1(row, total):
+                    total = total + row.relu()
+                    return total
+                total = _ub.for_each(x, loop_body_1, carry=(total,))
+                return total
+            """,
+        ),
+        Unchanged(
+            """
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                for i in range(self.num_heads):
+                    x = x + i
+                return x
+            """
+        ),
+    ]
 
     def leave_For(self, original: cst.For, updated: cst.For):
         ctx = self.ctx
@@ -173,12 +166,10 @@ class ForToScan(cst.CSTTransformer):
             return updated
         plan = self._plan(original, list(updated.body.body))
         if isinstance(plan, str):
-            ctx.note(original, "left", plan)
-            return updated
+            return self.leave_as_python(original, updated, plan, "for")
         params, helper, length, keywords, outputs = plan
         (name,) = ctx.namer.numbered("loop", ("body",))
-        ctx.anchors[name] = ctx.line_of(original)
-        body = explicit_super(updated.body.body, ctx.self_name)
+        body = explicit_super(updated.body.body, ctx)
         fn = branch_def(name, params, body, outputs).with_changes(leading_lines=updated.leading_lines)
         stmt = call_statement(outputs, runtime_call(ctx, helper, [length, cst.Name(name)], **keywords))
         ctx.note(original, "scan", f"carry: {', '.join(outputs) or '-'}")
@@ -219,7 +210,3 @@ class ForToScan(cst.CSTTransformer):
             return f"'{sorted(changed)[0]}' is read as {sorted(changed)[0]}[{index}] and changed in place in the loop"
         keywords = {"reads": reads, "rows": rows, "carry": state, **mutated}
         return [index, *reads, *rows, *state], "for_range", it.args[0].value, keywords, state
-
-
-def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-    return fn.visit(ForToScan(ctx, fn, analyse_function(fn)))

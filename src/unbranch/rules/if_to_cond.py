@@ -23,16 +23,13 @@ import functools
 
 import libcst as cst
 
-from ..analysis.classify import TENSOR
 from ..analysis.effects import block_effects
-from ..analysis.liveness import ALL, Facts, analyse_function, assigned, live_in, meet, orelse_body, surroundings
+from ..analysis.flow import ends_in_return, returns_through_ifs
+from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surroundings
 from ..analysis.names import block_writes, param_names
 from ..normalise.boolean_ops import runtime_predicate
-from ..normalise.early_return import _returns_through_ifs, ends_in_return
+from ..passes import Pass, Refused, Rewrite, Unchanged
 from ._util import (
-    Refused,
-    Rewrite,
-    Unchanged,
     binds_python_values,
     blockers,
     branch_def,
@@ -44,82 +41,78 @@ from ._util import (
     tuple_node,
 )
 
-EXAMPLES = [
-    Rewrite(
-        """
-        def forward(self, x):
-            if x.sum() > 0:
-                return torch.sin(x)
-            return torch.cos(x)
-        """,
-        """
-        def forward(self, x):
-            def branch_cond_then_1(x):
-                return torch.sin(x)
-            def branch_cond_else_1(x):
+
+class IfToCond(Pass):
+    HANDLES = frozenset({"if"})
+    NEEDS = ("liveness",)
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, x):
+                if x.sum() > 0:
+                    return torch.sin(x)
                 return torch.cos(x)
-            return _ub.if_stmt(x.sum() > 0, branch_cond_then_1, branch_cond_else_1, (x,))
-        """,
-    ),
-    Rewrite(
-        """
-        def forward(self, x):
-            # clamp overflowing values
-            if x.dtype == torch.float16 and not torch.isfinite(x).all():
-                t = torch.finfo(x.dtype).max - 1000
-                x = torch.clamp(x, min=-t, max=t)
-            return x
-        """,
-        """
-        def forward(self, x):
-            # clamp overflowing values
-            def branch_cond_then_1(x):
-                t = torch.finfo(x.dtype).max - 1000
-                x = torch.clamp(x, min=-t, max=t)
+            """,
+            """
+            def forward(self, x):
+                def branch_cond_then_1(x):
+                    return torch.sin(x)
+                def branch_cond_else_1(x):
+                    return torch.cos(x)
+                return _ub.if_stmt(x.sum() > 0, branch_cond_then_1, branch_cond_else_1, (x,))
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
+                # clamp overflowing values
+                if x.dtype == torch.float16 and not torch.isfinite(x).all():
+                    t = torch.finfo(x.dtype).max - 1000
+                    x = torch.clamp(x, min=-t, max=t)
                 return x
-            def branch_cond_else_1(x):
+            """,
+            """
+            def forward(self, x):
+                # clamp overflowing values
+                def branch_cond_then_1(x):
+                    t = torch.finfo(x.dtype).max - 1000
+                    x = torch.clamp(x, min=-t, max=t)
+                    return x
+                def branch_cond_else_1(x):
+                    return x
+                x = _ub.if_stmt(x.dtype == torch.float16 and _ub.not_(torch.isfinite(x).all()), branch_cond_then_1, branch_cond_else_1, (x,))
                 return x
-            x = _ub.if_stmt(x.dtype == torch.float16 and _ub.not_(torch.isfinite(x).all()), branch_cond_then_1, branch_cond_else_1, (x,))
-            return x
-        """,
-    ),
-    Unchanged(
-        """
-        def forward(self, x, mask=None):
-            if mask is None:
-                mask = torch.ones_like(x)
-            if self.training:
-                x = x * 2
-            return x * mask
-        """
-    ),
-    Refused(
-        """
-        def forward(self, x):
-            if x.sum() > 0:
-                y = x + 1
-            return y
-        """,
-        "'y' is set only in the if-branch and is undefined before it",
-    ),
-]
+            """,
+        ),
+        Unchanged(
+            """
+            def forward(self, x, mask=None):
+                if mask is None:
+                    mask = torch.ones_like(x)
+                if self.training:
+                    x = x * 2
+                return x * mask
+            """
+        ),
+        Refused(
+            """
+            def forward(self, x):
+                if x.sum() > 0:
+                    y = x + 1
+                return y
+            """,
+            "'y' is set only in the if-branch and is undefined before it",
+        ),
+    ]
 
-
-class IfToCond(cst.CSTTransformer):
-    def __init__(self, ctx, fn: cst.FunctionDef, facts: Facts):
-        self.ctx, self.fn, self.facts = ctx, fn, facts
-        self.params = set(param_names(fn))
+    @functools.cached_property
+    def params(self):
+        return set(param_names(self.fn))
 
     @functools.cached_property
     def fn_effects(self):
         """The whole function's effects: asked only about a name rebound on one side of an if."""
         return block_effects(self.fn.body.body, self.ctx.mutating_helpers)
-
-    def visit_FunctionDef(self, node):
-        return node is self.fn
-
-    def visit_SimpleStatementLine(self, node):
-        return False  # statements only: skipping expressions keeps the pass cheap
 
     def leave_If(self, original: cst.If, updated: cst.If):
         ctx = self.ctx
@@ -128,17 +121,12 @@ class IfToCond(cst.CSTTransformer):
         body, orelse = list(original.body.body), orelse_body(original)
         plan = self._plan(original, body, orelse)
         if isinstance(plan, str):
-            if ctx.strict and ctx.classifier.kind(original.test) == TENSOR:
-                raise ctx.error(plan, original, "if")
-            ctx.note(original, "left", plan)
-            why = cst.SimpleString(repr(f"{ctx.source.path}:{ctx.line_of(original)}: {plan}"))
-            return updated.with_changes(test=ctx.runtime_call("unconverted", updated.test, why))
+            return self.leave_as_python(original, updated, plan, "if")
         operands, outputs, mutated, kept = plan
         then_name, else_name = ctx.namer.numbered(ctx.prefix, ("then", "else"))
-        ctx.anchors[then_name] = ctx.anchors[else_name] = ctx.line_of(original)
         returns = outputs is None
-        new_body = explicit_super(updated.body.body, ctx.self_name)
-        new_orelse = explicit_super(orelse_body(updated), ctx.self_name)
+        new_body = explicit_super(updated.body.body, ctx)
+        new_orelse = explicit_super(orelse_body(updated), ctx)
         else_header = updated.orelse.body.header if isinstance(updated.orelse, cst.Else) else None
         defs = [
             branch_def(then_name, operands, new_body, outputs).with_changes(leading_lines=updated.leading_lines),
@@ -178,7 +166,7 @@ class IfToCond(cst.CSTTransformer):
             if found:
                 return found[0][1]
         returns = ends_in_return(body) and ends_in_return(orelse)
-        if not returns and _returns_through_ifs([node]):
+        if not returns and returns_through_ifs([node]):
             return "a return on some paths of the if only"
         facts = self.facts
         declared = block_writes(body + orelse) & facts.declared_nonlocal
@@ -241,8 +229,3 @@ class IfToCond(cst.CSTTransformer):
                     "(which object that change reaches depends on the branch: a cond cannot express it)"
                 )
         return None
-
-
-def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-    facts = analyse_function(fn)
-    return fn.visit(IfToCond(ctx, fn, facts))

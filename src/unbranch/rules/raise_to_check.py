@@ -17,94 +17,92 @@ from ..analysis.classify import STATIC, TENSOR
 from ..analysis.liveness import orelse_body
 from ..context import Note
 from ..normalise.boolean_ops import runtime_predicate
-from ._util import Rewrite, Unchanged
+from ..passes import Pass, Rewrite, Unchanged
 
-EXAMPLES = [
-    Rewrite(
-        """
-        def forward(self, x):
-            if (x < 0).any():
-                raise ValueError("negative input")
-            return x.sqrt()
-        """,
-        """
-        def forward(self, x):
-            _ub.raise_if((x < 0).any(), lambda: ValueError("negative input"))
-            return x.sqrt()
-        """,
-    ),
-    Rewrite(
-        """
-        def forward(self, x):
-            if x.shape[0] < 2 or not torch.isfinite(x).all():
-                raise ValueError(f"bad input {x.shape}")
-            else:
+
+class RaiseToCheck(Pass):
+    HANDLES = frozenset({"if", "assert"})
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, x):
+                if (x < 0).any():
+                    raise ValueError("negative input")
+                return x.sqrt()
+            """,
+            """
+            def forward(self, x):
+                _ub.raise_if((x < 0).any(), lambda: ValueError("negative input"))
+                return x.sqrt()
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
+                if x.shape[0] < 2 or not torch.isfinite(x).all():
+                    raise ValueError(f"bad input {x.shape}")
+                else:
+                    y = x + 1
+                return y
+            """,
+            """
+            def forward(self, x):
+                _ub.raise_if(_ub.or_(x.shape[0] < 2, lambda: _ub.not_(torch.isfinite(x).all())), lambda: ValueError(f"bad input {x.shape}"))
                 y = x + 1
-            return y
-        """,
-        """
-        def forward(self, x):
-            _ub.raise_if(_ub.or_(x.shape[0] < 2, lambda: _ub.not_(torch.isfinite(x).all())), lambda: ValueError(f"bad input {x.shape}"))
-            y = x + 1
-            return y
-        """,
-    ),
-    Rewrite(
-        """
-        def forward(self, x):
-            assert (x >= 0).all(), "x must be non-negative"
-            return x.sqrt()
-        """,
-        """
-        def forward(self, x):
-            _ub.raise_if(_ub.not_((x >= 0).all()), lambda: AssertionError("x must be non-negative"))
-            return x.sqrt()
-        """,
-    ),
-    Rewrite(
-        """
-        def forward(self, a, b):
-            if a is None:
-                y = b
-            elif a.shape[0] != b.shape[0]:
-                raise ValueError("mismatch")
-            else:
-                y = a + b
-            return y
-        """,
-        """
-        def forward(self, a, b):
-            if a is None:
-                y = b
-            else:
-                _ub.raise_if(a.shape[0] != b.shape[0], lambda: ValueError("mismatch"))
-                y = a + b
-            return y
-        """,
-    ),
-    Unchanged(
-        """
-        def forward(self, x, mask=None):
-            if mask is None:
-                raise ValueError("mask is required")
-            assert x.dim() == 2
-            return x * mask
-        """
-    ),
-]
+                return y
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
+                assert (x >= 0).all(), "x must be non-negative"
+                return x.sqrt()
+            """,
+            """
+            def forward(self, x):
+                _ub.raise_if(_ub.not_((x >= 0).all()), lambda: AssertionError("x must be non-negative"))
+                return x.sqrt()
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, a, b):
+                if a is None:
+                    y = b
+                elif a.shape[0] != b.shape[0]:
+                    raise ValueError("mismatch")
+                else:
+                    y = a + b
+                return y
+            """,
+            """
+            def forward(self, a, b):
+                if a is None:
+                    y = b
+                else:
+                    _ub.raise_if(a.shape[0] != b.shape[0], lambda: ValueError("mismatch"))
+                    y = a + b
+                return y
+            """,
+        ),
+        Unchanged(
+            """
+            def forward(self, x, mask=None):
+                if mask is None:
+                    raise ValueError("mask is required")
+                assert x.dim() == 2
+                return x * mask
+            """
+        ),
+    ]
 
-
-class RaiseToCheck(cst.CSTTransformer):
-    def __init__(self, ctx, fn):
-        self.ctx, self.fn = ctx, fn
+    def __init__(self, fn, ctx):
+        super().__init__(fn, ctx)
         self.elifs: set = set()  # an `elif` can only be replaced by an `else:` block, not statements
 
     def visit_If(self, node):
         if isinstance(node.orelse, cst.If):
             self.elifs.add(node.orelse)
-
-    def visit_FunctionDef(self, node):
-        return node is self.fn
 
     def visit_SimpleStatementLine(self, node):
         return any(isinstance(s, cst.Assert) for s in node.body)  # only asserts need a look inside
@@ -145,7 +143,3 @@ class RaiseToCheck(cst.CSTTransformer):
         exc = cst.Call(cst.Name("AssertionError"), message)
         self.ctx.notes.append(Note(self.ctx.line_of(original), "check", "assert -> _ub.raise_if", TENSOR))
         return cst.Expr(self.ctx.runtime_call("raise_if", failed, cst.Lambda(cst.Parameters(), exc)))
-
-
-def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-    return fn.visit(RaiseToCheck(ctx, fn))

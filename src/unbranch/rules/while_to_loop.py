@@ -16,68 +16,70 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.liveness import Facts, analyse_function
 from ..normalise.boolean_ops import runtime_predicate
+from ..passes import Pass, Rewrite, Unchanged
 from ._loops import carried, changed_in_place, loop_blocker, runtime_call
-from ._util import Rewrite, branch_def, call_statement, explicit_super, tuple_node
+from ._util import branch_def, call_statement, explicit_super, tuple_node
 
-EXAMPLES = [
-    Rewrite(
-        """
-        def forward(self, x):
-            n = x.sum().abs().long() % 5
-            acc = torch.zeros(x.shape[1])
-            while n > 0:
-                acc += x[0]
-                n -= 1
-            return acc
-        """,
-        """
-        def forward(self, x):
-            n = x.sum().abs().long() % 5
-            acc = torch.zeros(x.shape[1])
-            def loop_cond_1(n, acc):
-                return n > 0
-            def loop_body_1(n, acc):
-                acc += x[0]
-                n -= 1
-                return n, acc
-            n, acc = _ub.while_stmt(loop_cond_1, loop_body_1, (n, acc), mutated=(0, 1), kept=(0, 1))
-            return acc
-        """,
-    ),
-    Rewrite(
-        """
-        def forward(self, x):
-            while x.abs().sum() < 100:
-                if x.max() > 50:
-                    break
-                x = x * 2 + 1
-            return x
-        """,
-        """
-        def forward(self, x):
-            def loop_cond_1(x):
-                return _ub.and_(x.abs().sum() < 100, lambda: _ub.not_(x.max() > 50))
-            def loop_body_1(x):
-                x = x * 2 + 1
+
+class WhileToLoop(Pass):
+    HANDLES = frozenset({"loop"})
+    NEEDS = ("liveness",)
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, x):
+                n = x.sum().abs().long() % 5
+                acc = torch.zeros(x.shape[1])
+                while n > 0:
+                    acc += x[0]
+                    n -= 1
+                return acc
+            """,
+            """
+            def forward(self, x):
+                n = x.sum().abs().long() % 5
+                acc = torch.zeros(x.shape[1])
+                def loop_cond_1(n, acc):
+                    return n > 0
+                def loop_body_1(n, acc):
+                    acc += x[0]
+                    n -= 1
+                    return n, acc
+                n, acc = _ub.while_stmt(loop_cond_1, loop_body_1, (n, acc), mutated=(0, 1), kept=(0, 1))
+                return acc
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
+                while x.abs().sum() < 100:
+                    if x.max() > 50:
+                        break
+                    x = x * 2 + 1
                 return x
-            x = _ub.while_stmt(loop_cond_1, loop_body_1, (x,))
-            return x
-        """,
-    ),
-]
-
-
-class WhileToLoop(cst.CSTTransformer):
-    def __init__(self, ctx, fn, facts: Facts):
-        self.ctx, self.fn, self.facts = ctx, fn, facts
-
-    def visit_FunctionDef(self, node):
-        return node is self.fn
-
-    def visit_SimpleStatementLine(self, node):
-        return False  # statements only: skipping expressions keeps the pass cheap
+            """,
+            """
+            def forward(self, x):
+                def loop_cond_1(x):
+                    return _ub.and_(x.abs().sum() < 100, lambda: _ub.not_(x.max() > 50))
+                def loop_body_1(x):
+                    x = x * 2 + 1
+                    return x
+                x = _ub.while_stmt(loop_cond_1, loop_body_1, (x,))
+                return x
+            """,
+        ),
+        Unchanged(
+            """
+            def forward(self, x):
+                pending = [x]
+                while pending:
+                    x = pending.pop() * 2
+                return x
+            """
+        ),
+    ]
 
     def leave_While(self, original: cst.While, updated: cst.While):
         ctx = self.ctx
@@ -86,16 +88,12 @@ class WhileToLoop(cst.CSTTransformer):
         body, test = list(updated.body.body), updated.test
         state = self._plan(original, body, test)
         if isinstance(state, str):
-            if ctx.strict and ctx.classifier.kind(original.test) == "tensor":
-                raise ctx.error(state, original, "while")
-            ctx.note(original, "left", state)
-            return updated
+            return self.leave_as_python(original, updated, state, "while")
         cond_name, body_name = ctx.namer.numbered("loop", ("cond", "body"))
-        ctx.anchors[cond_name] = ctx.anchors[body_name] = ctx.line_of(original)
         pred = cst.SimpleStatementLine([cst.Return(runtime_predicate(test, ctx))])
         defs = [
             branch_def(cond_name, state, [pred], []).with_changes(leading_lines=updated.leading_lines),
-            branch_def(body_name, state, explicit_super(body, ctx.self_name), state),
+            branch_def(body_name, state, explicit_super(body, ctx), state),
         ]
         inplace = changed_in_place(body, state, ctx)
         call = runtime_call(ctx, "while_stmt", [cst.Name(cond_name), cst.Name(body_name), tuple_node(state)], **inplace)
@@ -114,7 +112,3 @@ class WhileToLoop(cst.CSTTransformer):
         if not state:
             return "nothing the loop condition reads changes in the loop"
         return state
-
-
-def apply(fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-    return fn.visit(WhileToLoop(ctx, fn, analyse_function(fn)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ._tracing import fail, is_symbolic
+from ._tracing import fail, is_symbolic, origin_of_caller
 
 
 def raise_if(pred, make_exception):
@@ -35,12 +35,13 @@ def _message(make_exception) -> str:
     return type(exc).__name__ + ": " + text
 
 
-def unconverted(pred, why: str):
-    """The condition of an ``if`` unbranch had to leave as plain Python (``why`` says why).
+def unconverted(pred, why: str, construct: str = "if"):
+    """The condition of a construct unbranch had to leave as plain Python (``why`` says why).
 
     Returns ``pred`` unchanged; while tracing, a tensor condition would fail deep inside torch
     anyway, so fail here instead with the reason and the original file and line.
     """
     if is_symbolic(pred) and isinstance(pred, torch.Tensor):
-        fail(f"this if on a tensor condition could not be converted: {why}", "if")
+        where = origin_of_caller(1)
+        fail(f"{where}: this {construct} on a tensor condition could not be converted: {why}", construct)
     return pred

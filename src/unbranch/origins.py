@@ -1,0 +1,156 @@
+"""Where each statement of the rewritten code comes from, read from the parser once.
+
+At parse time every libcst statement of the function is paired with the ``ast`` statement
+CPython's parser made of the same text (the two trees have the same statement structure),
+which gives its line. Passes build new nodes; whatever a pass returns for a node inherits
+that node's origin (``Pass.on_leave`` does it), so a branch function stands for its ``if``
+and a moved statement keeps its own line. Lines are relative to the function's text (1 is
+its first line): the same source compiles to the same result wherever it lives.
+
+The generated-line -> original-line table is built from positions on the *output* tree,
+only when something (a traceback, an error) asks for it.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+
+class Origins:
+    def __init__(self) -> None:
+        self._line: dict[int, tuple[cst.CSTNode, int]] = {}  # id -> (node kept alive, line)
+
+    @classmethod
+    def parse(cls, fn: cst.FunctionDef, tree: ast.FunctionDef) -> Origins:
+        origins = cls()
+        origins._pair(fn, tree)
+        return origins
+
+    def line(self, node) -> int | None:
+        """Line (in the function's text) of the code ``node`` stands for, if known."""
+        found = self._line.get(id(node))
+        return found[1] if found is not None and found[0] is node else None
+
+    def inherit(self, new, old) -> None:
+        """``new`` (a node or a FlattenSentinel of nodes) stands for ``old``, unless it has an origin of its own."""
+        line = self.line(old)
+        if line is None or new is old:
+            return
+        for node in new.nodes if isinstance(new, cst.FlattenSentinel) else (new,):
+            if isinstance(node, cst.CSTNode) and self.line(node) is None:
+                self._line[id(node)] = (node, line)
+
+    def cloned(self, node: cst.CSTNode) -> cst.CSTNode:
+        """``node.deep_clone()`` whose statements keep the origins of the statements they copy."""
+        copy = node.deep_clone()
+        self._copy(node, copy)
+        return copy
+
+    def _copy(self, old, new) -> None:
+        line = self.line(old)
+        if line is not None:
+            self._line[id(new)] = (new, line)
+        if isinstance(old, cst.BaseSmallStatement):
+            return  # origins stop at statements
+        for a, b in zip(old.children, new.children):
+            self._copy(a, b)
+
+    def _set(self, node: cst.CSTNode, stmt: ast.AST) -> None:
+        self._line[id(node)] = (node, stmt.lineno)
+
+    def _pair(self, node, stmt) -> None:
+        """Record ``node``'s line and recurse into the statement blocks both trees hold."""
+        self._set(node, stmt)
+        for block, stmts in _blocks(node, stmt):
+            self._pair_block(block, stmts)
+
+    def _pair_block(self, block, stmts: list) -> None:
+        pending = list(stmts)
+        for s in _statements(block):
+            if isinstance(s, cst.SimpleStatementLine):
+                self._set(s, pending[0])
+                for small in s.body:
+                    self._set(small, pending.pop(0))
+            elif isinstance(s, cst.BaseSmallStatement):  # `if c: return x` on one line
+                self._set(s, pending.pop(0))
+            else:
+                self._pair(s, pending.pop(0))
+
+
+class Inheriting(cst.CSTTransformer):
+    """A transformer whose every result stands for the node it replaces (origins inherited)."""
+
+    def __init__(self, origins: Origins) -> None:
+        super().__init__()
+        self.origins = origins
+
+    def on_leave(self, original, updated):
+        result = super().on_leave(original, updated)
+        self.origins.inherit(result, original)
+        return result
+
+
+def _statements(block) -> list:
+    if isinstance(block, cst.SimpleStatementSuite):
+        return list(block.body)
+    return list(block.body)
+
+
+def _blocks(node, stmt) -> list:
+    """(libcst block, matching ast statement list) pairs directly inside a compound statement."""
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.With)):
+        return [(node.body, stmt.body)]
+    if isinstance(node, cst.If):
+        pairs = [(node.body, stmt.body)]
+        if isinstance(node.orelse, cst.If):
+            pairs.append((cst.IndentedBlock([node.orelse]), stmt.orelse))
+        elif node.orelse is not None:
+            pairs.append((node.orelse.body, stmt.orelse))
+        return pairs
+    if isinstance(node, (cst.For, cst.While)):
+        return [(node.body, stmt.body)] + ([(node.orelse.body, stmt.orelse)] if node.orelse else [])
+    if isinstance(node, (cst.Try, cst.TryStar)):
+        pairs = [(node.body, stmt.body)]
+        pairs += [(h.body, a.body) for h, a in zip(node.handlers, stmt.handlers)]
+        if node.orelse is not None:
+            pairs.append((node.orelse.body, stmt.orelse))
+        if node.finalbody is not None:
+            pairs.append((node.finalbody.body, stmt.finalbody))
+        return pairs
+    if isinstance(node, cst.Match):
+        return [(c.body, a.body) for c, a in zip(node.cases, stmt.cases)]
+    return []
+
+
+def line_table(module: cst.Module, origins: Origins) -> dict[int, int]:
+    """Generated line -> line in the function's text, from positions on the output tree.
+
+    Each node with an origin claims the lines it spans (a statement moved unchanged maps
+    line for line); nodes nested deeper claim theirs after, so the innermost origin wins.
+    Lines of code unbranch wrote without an origin take the enclosing node's.
+    """
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    table: dict[int, int] = {}
+
+    def walk(node):
+        line = origins.line(node)
+        if line is not None and node in positions:
+            span = positions[node]
+            for k, generated in enumerate(range(span.start.line, span.end.line + 1)):
+                table[generated] = line + k if k < _height(node) else line
+        for child in node.children:
+            walk(child)
+
+    walk(module)
+    return table
+
+
+def _height(node) -> int:
+    """How many lines of its own code a node has before its nested block (all of a simple one)."""
+    if isinstance(node, (cst.SimpleStatementLine, cst.BaseSmallStatement)):
+        return 1 + cst.Module([]).code_for_node(node).strip("\n").count("\n")
+    return 1

@@ -1,0 +1,119 @@
+"""What every compiler pass is: a libcst transformer over one function, with its examples.
+
+A pass is a subclass of ``Pass`` in its own module, listed once in ``pipeline.PASSES``:
+
+    class IfToCond(Pass):
+        HANDLES = {"if"}          # the screen must have found such a candidate for it to run
+        NEEDS = ("liveness",)     # analyses computed on the tree the pass gets (self.facts)
+        EXAMPLES = [Rewrite(...), Unchanged(...), Refused(...)]
+        def leave_If(self, original, updated): ...
+
+The base class does, once for every pass: scoping to the function being rewritten (nested
+``def``/``class``/``lambda`` are the user's own and stay as written), skipping into simple
+statements unless the pass looks at expressions, origins (whatever ``leave_*`` returns
+stands for the node it replaces), and the refusal policy (``leave_as_python``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import libcst as cst
+
+from .analysis.classify import TENSOR, UNKNOWN
+from .analysis.liveness import analyse_function
+from .origins import Inheriting
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """``before`` (a function) becomes ``after`` exactly."""
+
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """``code`` comes back as it was."""
+
+    code: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """``code`` stays Python with ``message`` as the reason (under ``strict``: UnbranchError)."""
+
+    code: str
+    message: str
+
+
+class Pass(Inheriting):
+    HANDLES: ClassVar[frozenset[str]] = frozenset()  # candidate kinds: "if", "loop", "assert", "ifexp"
+    NEEDS: ClassVar[tuple[str, ...]] = ()  # "liveness": self.facts for the tree this pass gets
+    EXAMPLES: ClassVar[list] = []
+    EXPRESSIONS: ClassVar[bool] = False  # True: the pass looks inside simple statements too
+
+    def __init__(self, fn: cst.FunctionDef, ctx) -> None:
+        super().__init__(ctx.origins)
+        self.fn, self.ctx = fn, ctx
+        self.facts = analyse_function(fn) if "liveness" in self.NEEDS else None
+        self._where: list[int] = []  # origins of the statements being visited (innermost last)
+
+    @classmethod
+    def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
+        done = fn.visit(cls(fn, ctx))
+        ctx.origins.inherit(done, fn)
+        return done
+
+    def visit_FunctionDef(self, node) -> bool:
+        return node is self.fn
+
+    def visit_ClassDef(self, node) -> bool:
+        return False
+
+    def visit_Lambda(self, node) -> bool:
+        return False
+
+    def visit_SimpleStatementLine(self, node) -> bool:
+        return self.EXPRESSIONS
+
+    def on_visit(self, node) -> bool:
+        line = self.ctx.origins.line(node) if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement)) else None
+        if line is not None:
+            self._where.append(line)
+            self.ctx.where = line
+        return super().on_visit(node)
+
+    def on_leave(self, original, updated):
+        result = super().on_leave(original, updated)
+        if self._where and self.ctx.origins.line(original) is not None:
+            self._where.pop()
+            self.ctx.where = self._where[-1] if self._where else None
+        return result
+
+    def leave_as_python(self, original, updated, reason: str, construct: str):
+        """The one refusal policy: the construct stays Python, reported with its line and reason.
+
+        A condition (``if``/``while``/conditional expression) is wrapped in
+        ``_ub.unconverted``, which says why at run time should it be a tensor under export.
+        With ``strict``, a construct on a plainly tensor condition raises UnbranchError now.
+        """
+        ctx = self.ctx
+        condition = condition_of(original)
+        kind = ctx.classifier.kind(condition) if condition is not None else UNKNOWN
+        if ctx.strict and kind == TENSOR:
+            raise ctx.error(reason, original, construct)
+        ctx.note(original, "left", reason)
+        if not isinstance(updated, (cst.If, cst.While, cst.IfExp)):
+            return updated
+        why = [cst.SimpleString(repr(reason)), cst.SimpleString(repr(construct))]
+        return updated.with_changes(test=ctx.runtime_call("unconverted", updated.test, *why))
+
+
+def condition_of(node) -> cst.BaseExpression | None:
+    """The condition deciding which way ``node`` goes: an ``if``/``while`` test, a ``for``'s iterable."""
+    if isinstance(node, cst.For):
+        return node.iter
+    return getattr(node, "test", None)
