@@ -169,8 +169,8 @@ def test_stack_trace_of_exported_nodes_shows_rewritten_lines():
 def test_cache_hit_skips_parsing(monkeypatch):
     cache.clear()
     calls = []
-    real = unbranch.api.compile_source
-    monkeypatch.setattr(unbranch.api, "compile_source", lambda *a: calls.append(a) or real(*a))
+    real = unbranch.rewriting.compile_source
+    monkeypatch.setattr(unbranch.rewriting, "compile_source", lambda *a: calls.append(a) or real(*a))
     first = unbranch.transform_method(Base.forward)
     second = unbranch.transform_method(Base.forward)
     assert len(calls) == 1 and second.code_object is first.code_object

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import hashlib
 
-from .pipeline import Compiled
+from .version import VERSION
 
-VERSION = "0.1.0"
-
-_BY_SOURCE: dict[str, Compiled] = {}
+_BY_SOURCE: dict[str, object] = {}
 _BY_CODE: dict[tuple, object] = {}
-SCANNED: dict = {}  # code object -> does discovery want it rewritten (entering again re-reads nothing)
+_MEMOS: list[dict] = []  # other modules' memos, emptied by clear() as well
 
 
 def source_key(text: str, options_key: tuple) -> str:
@@ -25,7 +23,7 @@ def get_compiled(key: str):
     return _BY_SOURCE.get(key)
 
 
-def put_compiled(key: str, compiled: Compiled) -> None:
+def put_compiled(key: str, compiled) -> None:
     _BY_SOURCE[key] = compiled
 
 
@@ -37,7 +35,15 @@ def put_result(code, options_key, result) -> None:
     _BY_CODE[(code, code.co_filename, code.co_firstlineno, options_key)] = result
 
 
+def memo() -> dict:
+    """A dict of one's own that ``clear()`` empties with the rest (discovery's answers per code object)."""
+    table: dict = {}
+    _MEMOS.append(table)
+    return table
+
+
 def clear() -> None:
     _BY_SOURCE.clear()
     _BY_CODE.clear()
-    SCANNED.clear()
+    for table in _MEMOS:
+        table.clear()

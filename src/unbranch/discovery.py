@@ -20,6 +20,8 @@ import torch
 from . import cache
 from .analysis.classify import TENSOR
 from .errors import UnbranchError
+from .rewriting import MODEL_OPTIONS, options_for, rewrite
+from .source import innermost_function
 
 # a branch header mentioning tensor data, or a for loop over sizes or over a plain name (``for row
 # in x``), not over attributes (``for layer in self.layers``); the compiler's classifier confirms it
@@ -36,20 +38,21 @@ CATALOGUES: list = []
 # over names it cannot type (``for t in tensors``, a tuple of tensors), which a model must not pay for
 _SIZED = re.compile(r"\bin\b.*(\.shape|\.size\(|\.item\()")
 
+# code object -> does discovery want it rewritten (entering again re-reads nothing)
+_WANTED: dict = cache.memo()
+
 
 def _scan(fn) -> bool:
     """Does discovery want ``fn`` rewritten? Answered once per code object."""
     code = getattr(inspect.unwrap(fn), "__code__", None)
     if code is None:
         return False
-    if code not in cache.SCANNED:
-        cache.SCANNED[code] = _scan_source(fn)
-    return cache.SCANNED[code]
+    if code not in _WANTED:
+        _WANTED[code] = _scan_source(fn)
+    return _WANTED[code]
 
 
 def _scan_source(fn) -> bool:
-    from .api import MODEL_OPTIONS, transform_method
-
     try:
         src = inspect.getsource(fn)
     except (OSError, TypeError):
@@ -57,7 +60,8 @@ def _scan_source(fn) -> bool:
     if not _TENSORISH.search(src):
         return False
     try:
-        rm = transform_method(fn, **MODEL_OPTIONS)
+        inner = innermost_function(fn)
+        rm = rewrite(inner, options_for(inner, **MODEL_OPTIONS))
     except UnbranchError:
         return False
     lines = rm.source.text.splitlines()
@@ -96,9 +100,10 @@ def discover(model: torch.nn.Module) -> list:
             if klass is torch.nn.Module or klass.__module__.startswith("torch."):
                 break
             if "forward" in klass.__dict__:
+                forward = klass.__dict__["forward"]
                 modules.add(klass.__module__)  # its helper functions are scanned too
-                if _scan(klass.__dict__["forward"]):
-                    found.setdefault(klass.__dict__["forward"], {})
+                if _scan(forward):
+                    found.setdefault(forward, {})
     for name in modules:
         for fn in _module_functions(name):
             if fn not in found and _scan(fn):
