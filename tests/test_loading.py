@@ -1,5 +1,6 @@
 """Loading rewritten code that behaves like the original in every respect but control flow."""
 
+import importlib.util
 import inspect
 import traceback
 
@@ -179,6 +180,76 @@ def test_cache_hit_skips_parsing(monkeypatch):
     assert len(calls) == 1 and third.code == first.code
     unbranch.transform_method(Base.forward, prefix="other")  # other options: compiled again
     assert len(calls) == 2
+
+
+# one function, written to two files (the second one line lower): the compiled text is shared,
+# the code objects are not (each names its own file and lines)
+_TWIN = """import torch
+
+
+def pick(x, d):
+    if x.sum() > 0:
+        return x * 2 + 1 / d
+    return -x
+
+
+def kept(x):
+    if x.sum() > 0:
+        try:
+            x = x * 2
+        except ValueError:
+            pass
+    return x
+"""
+
+
+def _twins(tmp_path):
+    modules = []
+    for name, text in (("twin_a", _TWIN), ("twin_b", "# one line more: everything sits a line lower\n" + _TWIN)):
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules.append(module)
+    return modules
+
+
+def _counting_compiles(monkeypatch) -> list:
+    calls = []
+    real = unbranch.rewriting.compile_source
+    monkeypatch.setattr(unbranch.rewriting, "compile_source", lambda *a: calls.append(a) or real(*a))
+    return calls
+
+
+def test_same_source_in_two_files_compiles_once(tmp_path, monkeypatch):
+    cache.clear()
+    calls = _counting_compiles(monkeypatch)
+    a, b = _twins(tmp_path)
+    ra, rb = unbranch.transform_method(a.pick), unbranch.transform_method(b.pick)
+    assert len(calls) == 1 and ra.changed and ra.code == rb.code
+    assert (ra.source.path, rb.source.path) == (a.__file__, b.__file__) and rb.source.line == ra.source.line + 1
+    assert [n.line for n in rb.notes] == [n.line + 1 for n in ra.notes]  # lines of its own file
+    assert ra.code_object.co_filename != rb.code_object.co_filename
+    where = _TWIN.splitlines().index("        return x * 2 + 1 / d") + 1
+    for module, rm, line in ((a, ra, where), (b, rb, where + 1)):
+        with unbranch.torch_export_rewrite(rewrite=[module.pick]):
+            with pytest.raises(ZeroDivisionError) as info:
+                module.pick(torch.ones(2), 0)
+        text = "".join(traceback.format_exception(info.value))
+        assert f"# {module.__file__}:{line}" in text  # the rewritten frame names the original line
+        assert (b if module is a else a).__file__ not in text
+        with pytest.raises(ZeroDivisionError) as info:
+            rm.func(torch.ones(2), 0)
+        assert f"# {module.__file__}:{line}" in "".join(traceback.format_exception(info.value))
+
+
+def test_compiled_text_naming_its_file_is_not_shared(tmp_path):
+    cache.clear()
+    a, b = _twins(tmp_path)
+    ra, rb = (unbranch.transform_method(m.kept, strict=False) for m in (a, b))
+    assert ra.changed and [n.kind for n in ra.notes] == ["left"]  # kept as Python, explained at run time
+    assert b.__file__ not in ra.code and a.__file__ not in rb.code
 
 
 def test_nested_contexts_and_duplicates_restore_exactly():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import types
@@ -10,7 +11,7 @@ from functools import cached_property
 
 from . import cache, loader, runtime
 from .callees import Callees
-from .pipeline import Options, compile_source
+from .pipeline import Compiled, Options, compile_source
 from .source import SourceInfo, get_source
 from .swap import original_code
 
@@ -87,18 +88,16 @@ def rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
     if hit is not None:
         return RewrittenMethod(fn, *hit)
     info = get_source(fn, original)
-    # the compiled result names absolute lines and the path (notes, source map, messages)
-    skey = cache.source_key(f"{info.path}:{info.line}\n{info.text}", key)
-    compiled = cache.get_compiled(skey)
-    if compiled is not None and any(Callees(fn).get(c) != p for c, p in compiled.callees.items()):
-        compiled = None  # a helper it calls changes its arguments differently now
+    skey = cache.source_key(info.text, key)
+    compiled = _reusable(cache.get_compiled(skey), fn, info)
     if compiled is None:
         helpers = Callees(fn)  # what the helpers it calls change in place is part of its meaning
         names = [k for k, v in fn.__globals__.items() if v is not runtime]
         compiled = compile_source(info, options, names, helpers)
         compiled.callees = dict(helpers.used)
-        cache.put_compiled(skey, compiled)
+        cache.put_compiled(skey, compiled, info)
     if compiled.changed:
+        # one code object per place: its filename and source map name the file and line it stands for
         digest = hashlib.sha256(f"{skey}{info.path}{info.line}".encode()).hexdigest()
         filename = loader.filename_for(info, digest)
         code = _load(compiled.text, info, original, filename)
@@ -108,6 +107,32 @@ def rewrite(fn: types.FunctionType, options: Options) -> RewrittenMethod:
     parts = (info, compiled.text, compiled.changed, compiled.notes, code, compiled.runtime)
     cache.put_result(original, key, parts)
     return RewrittenMethod(fn, *parts)
+
+
+def _reusable(entry, fn: types.FunctionType, info: SourceInfo) -> Compiled | None:
+    """The cached compilation of ``info.text`` made fit for ``fn`` at ``info``'s place, or None to compile.
+
+    Same text, same meaning, except where the result depends on more than the text: the
+    helpers ``fn`` calls (resolved in its own module), the global name the runtime takes, and
+    the place (notes and the source map name absolute lines, moved here by the line offset).
+    """
+    if entry is None:
+        return None
+    compiled, origin = entry
+    if any(Callees(fn).get(c) != p for c, p in compiled.callees.items()):
+        return None  # a helper it calls changes its arguments differently here
+    if compiled.changed and fn.__globals__.get(compiled.runtime, runtime) is not runtime:
+        return None  # this module has a global of that name: the compiler must pick another
+    if (origin.path, origin.line) == (info.path, info.line):
+        return compiled
+    if compiled.changed and f"{origin.path}:" in compiled.text:
+        return None  # the text names the file it was compiled from (an unconverted if's reason)
+    shift = info.line - origin.line
+    return dataclasses.replace(
+        compiled,
+        notes=[dataclasses.replace(n, line=n.line + shift) for n in compiled.notes],
+        anchors={name: line + shift for name, line in compiled.anchors.items()},
+    )
 
 
 def _load(text: str, info: SourceInfo, original: types.CodeType, filename: str, runtime_cell=None):
