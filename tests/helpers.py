@@ -4,7 +4,7 @@ import torch
 from torch.export import Dim
 
 import unbranch
-from unbranch.api import cond_nodes
+from unbranch.report import cond_nodes
 
 
 def all_dynamic(args):

@@ -106,7 +106,7 @@ class Good(torch.nn.Module):
 def test_a_failing_rewrite_swaps_nothing():
     good_code, bad_code = Good.forward.__code__, OneSided.forward.__code__
     with pytest.raises(UnbranchError):
-        with unbranch.torch_export_rewrite(rewrite=[Good.forward, OneSided.forward]):
+        with unbranch.torch_export_rewrite(rewrite=[Good.forward, OneSided.forward], strict=True):
             pass
     assert Good.forward.__code__ is good_code and OneSided.forward.__code__ is bad_code
 

@@ -48,6 +48,57 @@ def test_discovery_finds_loops_and_ifs(strict):
             assert_same(ep.module()(x), model(x))
 
 
+class Picker(torch.nn.Module):
+    """forward leaves its data-dependent branch to a helper method: discovery follows ``self._pick``."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.Identity()  # a submodule call: its class is scanned, not followed as a helper
+
+    def forward(self, x):
+        return self._pick(self.norm(x)) + 1
+
+    def _pick(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return -x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_discovery_follows_helper_methods_called_on_self(strict):
+    model = Picker()
+    with unbranch.torch_export_rewrite(model) as report:
+        ep = torch.export.export(model, (torch.ones(3, 4),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+    assert [rm.qualname for rm in report] == ["Picker._pick"] and count_conds(ep) == 1
+    assert "Picker._pick" in str(report)
+    for x in (torch.ones(3, 4), -torch.ones(3, 4), torch.ones(6, 4), -torch.ones(2, 4)):  # each side, other sizes
+        assert_same(ep.module()(x), model(x))
+
+
+class Layered(torch.nn.Module):
+    def forward(self, x):
+        return self._outer(x)
+
+    def _outer(self, x):  # depth 1: nothing to rewrite
+        return self.helper(x) if x.dim() > 1 else x
+
+    def helper(self, x):  # depth 2: followed
+        if x.sum() > 0:
+            x = x * 2
+        return self._deep(x)
+
+    def _deep(self, x):  # depth 3: too far
+        if x.sum() > 0:
+            x = x + 1
+        return x
+
+
+def test_discovery_follows_helpers_two_calls_deep():
+    from unbranch.discovery import discover
+
+    assert [fn.__qualname__ for fn, hooks in discover(Layered())] == ["Layered.helper"]
+
+
 def _compiled_matches_eager(model, fullgraph, backend):
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=backend, fullgraph=fullgraph)

@@ -1,6 +1,8 @@
 """Loading rewritten code that behaves like the original in every respect but control flow."""
 
+import importlib.util
 import inspect
+import re
 import traceback
 
 import pytest
@@ -10,7 +12,7 @@ from helpers import count_conds, export_rewritten
 from torch.export import Dim
 
 import unbranch
-from unbranch import cache
+from unbranch import UnbranchError, cache
 
 MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
@@ -169,8 +171,8 @@ def test_stack_trace_of_exported_nodes_shows_rewritten_lines():
 def test_cache_hit_skips_parsing(monkeypatch):
     cache.clear()
     calls = []
-    real = unbranch.api.compile_source
-    monkeypatch.setattr(unbranch.api, "compile_source", lambda *a: calls.append(a) or real(*a))
+    real = unbranch.rewriting.compile_source
+    monkeypatch.setattr(unbranch.rewriting, "compile_source", lambda *a: calls.append(a) or real(*a))
     first = unbranch.transform_method(Base.forward)
     second = unbranch.transform_method(Base.forward)
     assert len(calls) == 1 and second.code_object is first.code_object
@@ -179,6 +181,92 @@ def test_cache_hit_skips_parsing(monkeypatch):
     assert len(calls) == 1 and third.code == first.code
     unbranch.transform_method(Base.forward, prefix="other")  # other options: compiled again
     assert len(calls) == 2
+
+
+# one function, written to two files (the second one line lower): the compiled text is shared,
+# the code objects are not (each names its own file and lines)
+_TWIN = """import torch
+
+
+def pick(x, d):
+    if x.sum() > 0:
+        return x * 2 + 1 / d
+    return -x
+
+
+def kept(x):
+    if x.sum() > 0:
+        try:
+            x = x * 2
+        except ValueError:
+            pass
+    return x
+"""
+
+
+def _twins(tmp_path):
+    modules = []
+    for name, text in (("twin_a", _TWIN), ("twin_b", "# one line more: everything sits a line lower\n" + _TWIN)):
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules.append(module)
+    return modules
+
+
+def _counting_compiles(monkeypatch) -> list:
+    calls = []
+    real = unbranch.rewriting.compile_source
+    monkeypatch.setattr(unbranch.rewriting, "compile_source", lambda *a: calls.append(a) or real(*a))
+    return calls
+
+
+def test_same_source_in_two_files_compiles_once(tmp_path, monkeypatch):
+    cache.clear()
+    calls = _counting_compiles(monkeypatch)
+    a, b = _twins(tmp_path)
+    ra, rb = unbranch.transform_method(a.pick), unbranch.transform_method(b.pick)
+    assert len(calls) == 1 and ra.changed and ra.code == rb.code
+    assert (ra.source.path, rb.source.path) == (a.__file__, b.__file__) and rb.source.line == ra.source.line + 1
+    assert [n.line for n in rb.notes] == [n.line + 1 for n in ra.notes]  # lines of its own file
+    assert ra.code_object.co_filename != rb.code_object.co_filename
+    where = _TWIN.splitlines().index("        return x * 2 + 1 / d") + 1
+    for module, rm, line in ((a, ra, where), (b, rb, where + 1)):
+        with unbranch.torch_export_rewrite(rewrite=[module.pick]):
+            with pytest.raises(ZeroDivisionError) as info:
+                module.pick(torch.ones(2), 0)
+        text = "".join(traceback.format_exception(info.value))
+        assert f"# {module.__file__}:{line}" in text  # the rewritten frame names the original line
+        assert (b if module is a else a).__file__ not in text
+        with pytest.raises(ZeroDivisionError) as info:
+            rm.func(torch.ones(2), 0)
+        assert f"# {module.__file__}:{line}" in "".join(traceback.format_exception(info.value))
+
+
+class Call(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def test_an_if_left_as_python_names_no_file_in_its_text_and_its_own_file_when_it_fails(tmp_path, monkeypatch):
+    cache.clear()
+    calls = _counting_compiles(monkeypatch)
+    a, b = _twins(tmp_path)
+    ra, rb = (unbranch.transform_method(m.kept) for m in (a, b))
+    assert len(calls) == 1 and ra.code == rb.code  # shared: the text is the same for both places
+    assert ra.changed and [n.kind for n in ra.notes] == ["left"]  # kept as Python, explained at run time
+    assert a.__file__ not in ra.code and b.__file__ not in ra.code
+    where = _TWIN.splitlines().index("def kept(x):") + 2
+    for module, line in ((a, where), (b, where + 1)):
+        with unbranch.torch_export_rewrite(rewrite=[module.kept]):
+            with pytest.raises(UnbranchError, match=rf"{re.escape(module.__file__)}:{line}: this if"):
+                torch.export.export(Call(module.kept), (torch.ones(2),), strict=False)
 
 
 def test_nested_contexts_and_duplicates_restore_exactly():

@@ -1,9 +1,11 @@
 """unbranch: rewrite Python control flow on tensors so that torch.export captures it."""
 
-from .api import Report, RewrittenMethod, observe_branches, rewrite_source, torch_export_rewrite, transform_method
-from .cache import VERSION as __version__
+from .api import rewrite_source, torch_export_rewrite, transform_method
 from .errors import UnbranchError
 from .hf.catalog import code_needing_rewriting
+from .report import Report, observe_branches
+from .rewriting import RewrittenMethod
+from .version import VERSION as __version__
 
 __all__ = [
     "Report",

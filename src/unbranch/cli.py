@@ -174,8 +174,9 @@ def _write(directory: str, rm, stem: str | None = None) -> list[str]:
 
 def emit(directory: str) -> list[str]:
     """Write the rewritten source and diff of every catalogue entry under ``directory``."""
-    from .api import MODEL_OPTIONS, transform_method
+    from .api import transform_method
     from .hf.catalog import CATALOGUE, resolve
+    from .rewriting import MODEL_OPTIONS
 
     written = []
     for module, entries in sorted(CATALOGUE.items()):

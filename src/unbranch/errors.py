@@ -1,6 +1,8 @@
-"""The one exception class users see when something cannot be rewritten."""
+"""The one exception class users see when something cannot be rewritten, also when torch wrapped it."""
 
 from __future__ import annotations
+
+import re
 
 
 class UnbranchError(Exception):
@@ -18,3 +20,39 @@ class UnbranchError(Exception):
         where = f"{path}:{line}: " if path and line else (f"{path}: " if path else "")
         what = f" [{construct}]" if construct else ""
         super().__init__(f"{where}{message}{what}")
+
+
+# what runtime._tracing.fail raises under dynamo, as dynamo quotes it: "unbranch: <message> [<construct>]"
+_RUNTIME_FAILURE = re.compile(r"unbranch: (.*?\])[\"']\)")
+
+
+def runtime_failure(e: BaseException) -> UnbranchError | None:
+    """The runtime's own error inside what strict export raised ("Observed exception"), as UnbranchError.
+
+    Under dynamo the runtime can only raise a builtin ``RuntimeError("unbranch: ...")``; torch
+    wraps it, and the user would see dynamo's generic message instead of the reason.
+    """
+    if isinstance(e, UnbranchError):
+        return None
+    seen = e
+    while seen is not None:
+        found = _RUNTIME_FAILURE.search(str(seen))
+        if found:
+            return UnbranchError(_placed(found.group(1), seen))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _placed(message: str, exc: BaseException) -> str:
+    """Under dynamo the runtime cannot see its caller ("this line"); dynamo's user stack can."""
+    from .runtime import source_map
+
+    if not message.startswith(_UNPLACED):
+        return message
+    frames = [f for f in getattr(exc, "real_stack", None) or () if f.filename.startswith("unbranch:")]
+    if not frames:
+        return message
+    return source_map.describe(frames[-1].filename, frames[-1].lineno) + message[len(_UNPLACED) - 2 :]
+
+
+_UNPLACED = "this line: "  # runtime._tracing.origin_of_caller under dynamo

@@ -25,7 +25,8 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .._quiet import quiet
-from ..api import cond_nodes, observe_branches, torch_export_rewrite
+from ..api import torch_export_rewrite
+from ..report import cond_nodes, observe_branches
 from .zoo import MODELS
 
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 5e-2}

@@ -69,6 +69,6 @@ def origin_of_caller(depth: int) -> str:
     from . import source_map
 
     if torch.compiler.is_dynamo_compiling():
-        return "this line"  # frames are not inspectable under strict export; its traceback shows the line
+        return "this line"  # frames are not inspectable under dynamo: errors.runtime_failure places it
     frame = sys._getframe(depth + 1)
     return source_map.describe(frame.f_code.co_filename, frame.f_lineno)

@@ -1,0 +1,98 @@
+"""Check what the public functions are given: every misuse is an UnbranchError that says what is accepted."""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import UnbranchError
+
+TRANSFORM_KEYWORDS = (
+    "func",
+    "prefix",
+    "verbose",
+    "filter_node",
+    "pre_rewriter",
+    "post_rewriter",
+    "strict",
+    "shape_conditions",
+)
+CONTEXT_KEYWORDS = ("rewrite", "dump_rewriting", "verbose", "model", "strict", "lower_under_compile")
+HOOKS = ("filter_node", "pre_rewriter", "post_rewriter")
+
+_ACCEPTED_ITEMS = (
+    "an nn.Module (catalogue + discovery), a function or method, a (class, 'method name') pair, "
+    "or a dict {'function': f, 'filter_node'/'pre_rewriter'/'post_rewriter'/'prefix': ...}"
+)
+
+
+def check_arguments(name: str, extra: tuple, unknown: dict, accepted: tuple) -> None:
+    """UnbranchError (not a bare TypeError) for arguments ``name`` does not take, listing those it does."""
+    if extra:
+        raise UnbranchError(
+            f"{name}() got {len(extra)} positional argument(s) too many: {extra!r}; it accepts {', '.join(accepted)}",
+            construct="arguments",
+        )
+    if unknown:
+        raise UnbranchError(
+            f"{name}() got unexpected keyword(s) {', '.join(sorted(unknown))}; it accepts {', '.join(accepted)}",
+            construct="arguments",
+        )
+
+
+def check_type(name: str, argument: str, value, expected: type) -> None:
+    if not isinstance(value, expected):
+        raise UnbranchError(
+            f"{name}() expects {argument} to be a {expected.__name__}, got {value!r}", construct="arguments"
+        )
+
+
+def check_hooks(name: str, hooks: dict) -> dict:
+    """The hooks given (None dropped); each must be callable."""
+    for key, hook in hooks.items():
+        if hook is not None and not callable(hook):
+            raise UnbranchError(
+                f"{name}(): {key} must be a callable taking and returning libcst nodes, got {hook!r}",
+                construct="arguments",
+            )
+    return {k: v for k, v in hooks.items() if v is not None}
+
+
+def _is_pair(item) -> bool:
+    return isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], type) and isinstance(item[1], str)
+
+
+def targets(rewrite) -> tuple[list[tuple[object, dict]], list[torch.nn.Module]]:
+    """Split ``rewrite`` (one item or a list of them) into (callable, hooks) pairs and models."""
+    items = [] if rewrite is None else rewrite if isinstance(rewrite, list) else [rewrite]
+    if isinstance(rewrite, tuple) and not _is_pair(rewrite):
+        items = list(rewrite)
+    out, models = [], []
+    for item in items:
+        if isinstance(item, torch.nn.Module):
+            models.append(item)
+        elif _is_pair(item):
+            cls, name = item
+            klass = next((k for k in cls.__mro__ if name in k.__dict__), None)
+            if klass is None:
+                raise UnbranchError(f"{cls.__qualname__} has no attribute {name!r}", construct="rewrite target")
+            out.append((klass.__dict__[name], {}))
+        elif isinstance(item, dict):
+            unknown = set(item) - {"function", "prefix", *HOOKS}
+            if "function" not in item or unknown:
+                raise UnbranchError(
+                    f"rewrite item {item!r}: needs a 'function' key and no other than {', '.join(HOOKS)}, prefix",
+                    construct="rewrite target",
+                )
+            hooks = check_hooks("torch_export_rewrite", {k: item.get(k) for k in HOOKS})
+            if "prefix" in item:
+                check_type("torch_export_rewrite", "a rewrite item's prefix", item["prefix"], str)
+                hooks["prefix"] = item["prefix"]
+            out.append((item["function"], hooks))
+        elif callable(item) or isinstance(item, (staticmethod, classmethod)):
+            out.append((item, {}))
+        else:
+            raise UnbranchError(
+                f"rewrite item {item!r} ({type(item).__name__}) is none of: {_ACCEPTED_ITEMS}",
+                construct="rewrite target",
+            )
+    return out, models

@@ -1,0 +1,92 @@
+"""What a rewrite did, told to people: a context's Report, the branches eager runs take, verbose output, dumps."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from .rewriting import RewrittenMethod
+from .runtime import control_flow, source_map
+
+
+def cond_nodes(ep) -> list:
+    """Every ``cond`` node of an exported program, nested subgraphs included."""
+    return [
+        node
+        for gm in ep.graph_module.modules()
+        if isinstance(gm, torch.fx.GraphModule)
+        for node in gm.graph.nodes
+        if node.target is torch.ops.higher_order.cond
+    ]
+
+
+@dataclass
+class Report:
+    """What a torch_export_rewrite context rewrote."""
+
+    rewritten: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # (qualname, reason) a model needed but could not get
+
+    def __iter__(self):
+        return iter(self.rewritten)
+
+    def __len__(self):
+        return len(self.rewritten)
+
+    def conds(self, ep) -> dict[str, int]:
+        """How many ``cond`` nodes of exported program ``ep`` each rewritten function produced.
+
+        Read from the nodes' stack traces, which name the rewritten code's file; a method
+        whose count is 0 changed nothing in the graph.
+        """
+        counts = {rm.qualname: 0 for rm in self.rewritten}
+        files = {rm.code_object.co_filename: rm.qualname for rm in self.rewritten}
+        for node in cond_nodes(ep):
+            trace = node.meta.get("stack_trace") or ""
+            for filename, qualname in files.items():
+                if f'"{filename}"' in trace:
+                    counts[qualname] += 1
+        return counts
+
+    def __str__(self):
+        lines = [f"{len(self.rewritten)} function(s) rewritten"]
+        for rm in self.rewritten:
+            conds = sum(n.kind == "cond" for n in rm.notes)
+            lines.append(f"  {rm.qualname} ({rm.source.path}:{rm.source.line}): {conds} if(s) dispatched")
+        lines += [f"  skipped {name}: {why}" for name, why in self.skipped]
+        return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def observe_branches():
+    """Record which side of each dispatched ``if`` eager runs take: ``{"file:line": {True, False}}``."""
+    seen: dict[str, set] = {}
+
+    def record(filename, line, taken):
+        seen.setdefault(source_map.describe(filename, line), set()).add(taken)
+
+    control_flow.observers.append(record)
+    try:
+        yield seen
+    finally:
+        control_flow.observers.remove(record)
+
+
+def say(verbose: int, rm: RewrittenMethod) -> None:
+    """``verbose=1``: one line per rewritten function; ``2``: its diff too."""
+    if verbose and rm.changed:
+        print(f"[unbranch] rewrote {rm.qualname} ({rm.source.path}:{rm.source.line})")
+        if verbose > 1:
+            print(rm.diff())
+
+
+def dump(directory: str, rm: RewrittenMethod) -> None:
+    """Write the original, the rewritten source and their diff under ``directory``."""
+    os.makedirs(directory, exist_ok=True)
+    base = os.path.join(directory, rm.qualname.replace("<locals>", "locals"))
+    for suffix, text in ((".original.py", rm.original_code), (".rewritten.py", rm.code), (".diff", rm.diff())):
+        with open(base + suffix, "w") as f:
+            f.write(text)
