@@ -16,7 +16,7 @@ from .analysis.classify import Classifier
 from .analysis.effects import closures
 from .context import Context, Namer, taken_names
 from .errors import UnbranchError
-from .normalise import early_return, elif_chain, leading_break
+from .normalise import condition_forms, early_return, elif_chain, leading_break
 from .rules import for_to_scan, if_to_cond, raise_to_check, while_to_loop
 from .source import SourceInfo
 
@@ -26,6 +26,7 @@ PASSES = [
     (elif_chain.apply, {"if"}),  # dispatched elifs become `else: if`, so each if is a replaceable statement
     (early_return.apply, {"if"}),  # the code after a one-sided return moves into the other branch
     (leading_break.apply, {"loop"}),  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
+    (condition_forms.apply, {"if", "loop"}),  # bool(t), x in t, any(...), torch.equal in dispatched tests
     (if_to_cond.apply, {"if"}),  # liveness on the final shape of the code, then branch functions
     (for_to_scan.apply, {"loop"}),  # after the ifs: a converted if inside a loop is plain statements by now
     (while_to_loop.apply, {"loop"}),
@@ -87,7 +88,7 @@ def compile_source(info: SourceInfo, options: Options, global_names=(), mutating
         raise UnbranchError("async functions cannot be rewritten", info.path, info.line, "async def")
     if not isinstance(fn_ast, ast.FunctionDef):
         raise UnbranchError("the source is not a function definition", info.path, info.line, "def")
-    classifier = Classifier.for_function(fn_ast, is_method=options.is_method)
+    classifier = Classifier.for_function(fn_ast, is_method=options.is_method, path=info.path)
     wanted = classifier.candidates(fn_ast)
     if not hooked and not wanted:
         return Compiled(info.text, False, [], "_ub")  # nothing to rewrite: libcst never runs
