@@ -413,7 +413,9 @@ class Classifier:
                 return STATIC  # (hint) is_torchdynamo_compiling()
             if name == "len":
                 return SHAPE if e.args and self.kind(e.args[0]) in (TENSOR, UNKNOWN) else STATIC
-            if name in ("bool", "int", "float", "abs", "max", "min", "any", "all"):
+            if name in ("any", "all"):
+                return self._items_kind(e.args)
+            if name in ("bool", "int", "float", "abs", "max", "min"):
                 return combine(*(self.kind(a) for a in e.args)) if e.args else STATIC
             return UNKNOWN
         if not isinstance(func, ast.Attribute):
@@ -423,6 +425,8 @@ class Classifier:
         if self.runtime is not None and dotted == [self.runtime, name] and name in _RUNTIME_FORMS:
             if name == "equal":
                 return TENSOR  # torch.equal(a, b)
+            if name in ("any_", "all_"):
+                return self._items_kind(e.args)
             return combine(*(self.kind(a) for a in e.args))  # _ub.bool_(t): what bool(t) was
         if name in _STATIC_METHODS or name in _TENSOR_IS_METHODS:
             return STATIC
@@ -439,6 +443,12 @@ class Classifier:
         if self.hints.flag_calls and name.startswith(self.hints.flag_calls):
             return STATIC  # (hint) self.is_decoder_layer()
         return UNKNOWN
+
+    def _items_kind(self, args) -> str:
+        """Kind of ``any(args)``/``all(args)``: that of the items (``all([a.all(), b.all()])``)."""
+        if len(args) == 1 and isinstance(args[0], (ast.List, ast.Tuple, ast.Set)):
+            return combine(*(self.kind(x) for x in args[0].elts))
+        return combine(*(self.kind(a) for a in args))
 
     def loop_candidate(self, iterable) -> bool:
         """A ``for`` over a tensor or a symbolic ``range(n)`` (``ast`` or libcst iterable)."""
