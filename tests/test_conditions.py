@@ -261,6 +261,21 @@ def test_torch_equal(strict):
     assert count_conds(ep) == 1
 
 
+class WhileBool(torch.nn.Module):
+    def forward(self, x):
+        while bool(x.sum() > 0):
+            x = x - 1
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_bool_in_a_while_test(strict):
+    ep = export_rewritten(WhileBool(), (pos(3, 2),), strict)
+    assert any(n.target is torch.ops.higher_order.while_loop for n in ep.graph.nodes)
+    for x in (pos(3, 2) * 3, neg(4, 2), pos(6, 1)):
+        assert_same(ep.module()(x), WhileBool()(x))
+
+
 # --- Python values stay Python --------------------------------------------------------------------
 
 
