@@ -99,3 +99,193 @@ def test_surroundings_of_a_nested_statement():
     assert [cst.Module([s]).code.strip() for s in before] == ["y = x + i", "x = x * 2"]
     # the rest of the loop body, what follows the loop, and the loop again (its next iteration)
     assert [cst.Module([s]).code.strip().splitlines()[0] for s in after] == ["z = y", "return x", "for i in range(3):"]
+
+
+# --- classification: STATIC only when provably Python ---------------------------------------------
+
+
+def _kind(expr: str, hints=None, fn: str = "def forward(self, x, is_pad, kwargs, n=3, flag: bool = False): pass"):
+    import ast
+
+    from unbranch.analysis.classify import Classifier
+
+    c = Classifier.for_function(ast.parse(fn).body[0], hints=hints)
+    return c.kind(ast.parse(expr, mode="eval").body)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "x is None",
+        "x is not None and flag",
+        "isinstance(x, torch.Tensor)",
+        "hasattr(self, 'lin')",
+        "callable(x)",
+        "self.training",
+        "x.dtype == torch.float16",
+        "x.device.type == 'cpu'",
+        "x.dtype in (torch.float16, torch.bfloat16)",
+        "len((1, 2)) > 1",
+        "mode in ('a', 'b')",
+        "3",
+        "bool(3)",
+        "x.is_floating_point()",
+        "torch.is_tensor(x)",
+        "torch.jit.is_tracing()",
+        "x.dim() == 2",
+        "any(v is None for v in x)",
+    ],
+)
+def test_provably_python_is_static(expr):
+    assert _kind(expr) == "static"
+
+
+@pytest.mark.parametrize(
+    "expr, kind",
+    [
+        ("self.scale > 0", "unknown"),  # a buffer or a parameter as well as a float
+        ("is_pad", "unknown"),  # a flag name is no proof
+        ("has_x", "unknown"),
+        ("kwargs.get('mask_flag')", "unknown"),  # a dict may hold tensors
+        ("getattr(self, 'scale') > 0", "unknown"),
+        ("pad_id in ids[:, -1]", "unknown"),  # Tensor.__contains__
+        ("x not in t", "unknown"),
+        ("self.config.use_cache", "unknown"),
+        ("is_torchdynamo_compiling()", "unknown"),
+        ("n > 2", "unknown"),  # a literal default is no proof either
+        ("bool(t.any())", "tensor"),
+        ("int(n.sum()) == 3", "tensor"),
+        ("any(t.any() for t in xs)", "tensor"),
+        ("all([(a > 0).all(), (b > 0).all()])", "tensor"),
+        ("torch.equal(a, b)", "tensor"),
+        ("x.shape[0] > 4", "shape"),
+    ],
+)
+def test_not_provably_python_is_dispatched(expr, kind):
+    assert _kind(expr) == kind
+
+
+def test_transformers_hints_are_data_applied_to_transformers_files_only():
+    from unbranch.analysis import classify
+    from unbranch.hf.hints import TRANSFORMERS
+
+    for expr in ("is_pad", "output_attentions", "self.config.use_cache", "self.num_heads > 1", "n > 2"):
+        assert _kind(expr, hints=TRANSFORMERS) == "static"
+        assert _kind(expr) != "static"
+    assert _kind("is_torchdynamo_compiling()", hints=TRANSFORMERS) == "static"
+    assert _kind("(x > 0).any()", hints=TRANSFORMERS) == "tensor"  # hints never hide tensor data
+    assert classify.hints_for("/site-packages/transformers/models/bart/modeling_bart.py") == TRANSFORMERS
+    assert classify.hints_for("/home/me/model.py") == classify.NO_HINTS
+    assert classify.hints_for(None) == classify.NO_HINTS
+
+
+def test_generic_compiler_does_not_import_the_integration():
+    import ast
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parent.parent / "src" / "unbranch"
+    compiler = [root / "pipeline.py", root / "context.py"]
+    for package in ("analysis", "normalise", "rules", "runtime"):
+        compiler += (root / package).glob("*.py")
+    for path in compiler:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert "hf" not in (node.module or "").split(".") and node.module != "transformers", path
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith(("unbranch.hf", "transformers")) for a in node.names), path
+
+
+def test_rewritten_forms_keep_their_kind():
+    import ast
+
+    from unbranch.analysis.classify import Classifier
+
+    c = Classifier()
+    c.runtime = "_ub"
+    for original, rewritten in [
+        ("torch.equal(a, b)", "_ub.equal(a, b)"),
+        ("any(t.any() for t in xs)", "_ub.any_(t.any() for t in xs)"),
+        ("bool(t.sum())", "_ub.bool_(t.sum())"),
+        ("bool(3)", "_ub.bool_(3)"),
+    ]:
+        assert c.kind(ast.parse(rewritten, mode="eval").body) == c.kind(ast.parse(original, mode="eval").body)
+
+
+# --- match/case, try, walrus, global in names and liveness -----------------------------------------
+
+
+def _facts(code):
+    from unbranch.analysis.liveness import analyse_function
+
+    fn = body(code)[0]
+    return fn, analyse_function(fn)
+
+
+def test_match_case_reads_binds_and_defines():
+    from unbranch.analysis.names import block_reads, block_writes, pattern_effects
+
+    fn, facts = _facts(
+        """
+        def f(self, x, mode):
+            match mode:
+                case "a":
+                    if x.sum() > 0:
+                        x = x * 2
+                case Kind.B | Kind.C:
+                    y = 1
+                case Point(x=px, y=0) as p:
+                    x = x + px
+                case [first, *rest] if first:
+                    x = x + first
+                case {"k": v, **others}:
+                    x = v
+            return x
+        """
+    )
+    match = fn.body.body[0]
+    inner_if = match.cases[0].body.body[0]
+    assert facts.defined[inner_if] >= {"self", "x", "mode"}  # was: nothing defined, "'x' may be unbound"
+    assert facts.live_out[inner_if] == {"x"}
+    assert pattern_effects(match.cases[2].pattern) == ({"px", "p"}, {"Point"})  # x= names an attribute
+    assert pattern_effects(match.cases[1].pattern) == (set(), {"Kind"})
+    assert pattern_effects(match.cases[4].pattern)[0] == {"v", "others"}
+    writes = block_writes([match])
+    assert writes >= {"px", "p", "first", "rest", "v", "others", "y", "x"} and "Kind" not in writes
+    assert block_reads([match]) >= {"mode", "Kind", "Point", "first", "x"}
+
+
+def test_match_definedness_after_it():
+    from unbranch.analysis.liveness import assigned
+
+    exhaustive = body("match m:\n    case 1:\n        y = 1\n    case _:\n        y = 2\n")
+    partial = body("match m:\n    case 1:\n        y = 1\n    case 2:\n        y = 2\n")
+    assert assigned(exhaustive) == {"y"}
+    assert assigned(partial) == set()  # no case may match
+
+
+def test_match_liveness_kills_what_every_path_rebinds():
+    from unbranch.analysis.liveness import live_in
+
+    code = body("match m:\n    case 1:\n        y = 1\n    case _:\n        y = 2\nz = y\n")
+    assert live_in(code, set()) == {"m"}
+    partial = body("match m:\n    case 1:\n        y = 1\nz = y\n")
+    assert live_in(partial, set()) == {"m", "y"}
+
+
+def test_try_definedness():
+    from unbranch.analysis.liveness import assigned
+
+    assert assigned(body("try:\n    y = f()\nexcept E:\n    y = 0\n")) == {"y"}
+    assert assigned(body("try:\n    y = f()\nexcept E:\n    pass\n")) == set()
+    assert assigned(body("try:\n    y = f()\nexcept E as e:\n    y = e\n")) == {"y"}  # e is deleted
+    assert assigned(body("try:\n    y = f()\nexcept E:\n    raise\nelse:\n    z = y\n")) == {"y", "z"}
+    assert assigned(body("try:\n    pass\nfinally:\n    w = 1\n")) == {"w"}
+
+
+def test_walrus_and_global():
+    from unbranch.analysis.liveness import assigned, live_in
+
+    assert assigned(body("while (n := f()) > 0:\n    pass\n")) == {"n"}
+    assert live_in(body("if (n := f()):\n    g(n)\n"), set()) == {"f", "g"}
+    fn, facts = _facts("def f(x):\n    global counter\n    counter = counter + 1\n    return x\n")
+    assert "counter" not in facts.locals and "counter" in facts.declared_nonlocal

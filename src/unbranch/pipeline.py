@@ -16,6 +16,7 @@ from .analysis.classify import Classifier
 from .analysis.effects import closures
 from .context import Context, Namer, taken_names
 from .errors import UnbranchError
+from .normalise.condition_forms import ConditionForms
 from .normalise.early_return import EarlyReturn
 from .normalise.elif_chain import ElifChain
 from .normalise.leading_break import LeadingBreak
@@ -31,6 +32,7 @@ PASSES = [
     ElifChain,  # dispatched elifs become `else: if`, so each if is a replaceable statement
     EarlyReturn,  # the code after a one-sided return moves into the other branch
     LeadingBreak,  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
+    ConditionForms,  # bool(t), x in t, any(...), torch.equal in dispatched tests
     IfToCond,  # liveness on the final shape of the code, then branch functions
     ForToScan,  # after the ifs: a converted if inside a loop is plain statements by now
     WhileToLoop,
@@ -93,7 +95,7 @@ def compile_source(info: SourceInfo, options: Options, global_names=(), mutating
         raise UnbranchError("async functions cannot be rewritten", info.path, info.line, "async def")
     if not isinstance(fn_ast, ast.FunctionDef):
         raise UnbranchError("the source is not a function definition", info.path, info.line, "def")
-    classifier = Classifier.for_function(fn_ast, is_method=options.is_method)
+    classifier = Classifier.for_function(fn_ast, is_method=options.is_method, path=info.path)
     wanted = classifier.candidates(fn_ast)
     if not hooked and not wanted:
         return Compiled(info.text, False, [], "_ub")  # nothing to rewrite: libcst never runs

@@ -1,26 +1,32 @@
 """Guess, from syntax alone, what kind of value a condition is.
 
-STATIC  plainly a Python value (``x is None``, ``self.training``, dtype tests): left untouched.
+STATIC  provably a Python value (``x is None``, ``self.training``, dtype tests): left untouched.
 SHAPE   built from sizes (``x.shape[0] > 4``): a SymBool under dynamic shapes.
 TENSOR  built from tensor data (``.any()``, ``.item()``, ``torch.*`` calls).
-UNKNOWN anything else (a bare flag, a name): decided at run time by the runtime helper.
+UNKNOWN anything else (a bare flag, ``self.scale``, ``kwargs.get(k)``): decided at run time.
 
-Only the readability of the output and discovery depend on this guess; correctness does
-not, because every non-STATIC condition is dispatched at run time. It works on Python's
-``ast`` (libcst expressions are converted through their text, memoised): cheap enough to
-screen every function before the libcst pipeline runs at all.
+Every non-STATIC condition is dispatched at run time (a Python value takes the plain branch
+there), so correctness rests on STATIC alone: a condition is STATIC only when it cannot be
+a tensor whatever the values (literals, identity tests, ``isinstance``, dtype and device
+tests, ``self.training``, names annotated ``bool``/``int``...). A code base's own naming
+conventions (transformers' ``output_attentions``, ``self.config.x``) are not proof in
+general; an integration registers them as :class:`Hints` for its own files (``HINTS``).
+
+It works on Python's ``ast`` (libcst expressions are converted through their text,
+memoised): cheap enough to screen every function before the libcst pipeline runs at all.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 import libcst as cst
 
 STATIC, SHAPE, TENSOR, UNKNOWN = "static", "shape", "tensor", "unknown"
 _RANK = {STATIC: 0, UNKNOWN: 1, SHAPE: 2, TENSOR: 3}
 
-_STATIC_CALLS = {"isinstance", "issubclass", "hasattr", "callable", "getattr", "type", "id", "repr", "str"}
+_STATIC_CALLS = {"isinstance", "issubclass", "hasattr", "callable", "type", "id", "repr", "str"}
 _STATIC_ATTRS = {
     "dtype",
     "device",
@@ -34,7 +40,27 @@ _STATIC_ATTRS = {
     "is_meta",
     "type",
 }
-_STATIC_METHODS = {"startswith", "endswith", "get", "keys", "items", "dim", "ndimension", "element_size", "get_device"}
+# methods whose result is a Python value whatever the receiver (str tests, dict views, tensor ranks);
+# not ``.get`` (a dict may hold tensors)
+_STATIC_METHODS = {"startswith", "endswith", "keys", "items", "dim", "ndimension", "element_size", "get_device"}
+# Tensor's own ``is_*`` methods return Python bools (``x.is_contiguous()``); a method of the
+# user's (``self.is_global(x)``) may return anything
+_TENSOR_IS_METHODS = {
+    "is_contiguous",
+    "is_floating_point",
+    "is_complex",
+    "is_signed",
+    "is_pinned",
+    "is_shared",
+    "is_same_size",
+    "is_inference",
+    "is_conj",
+    "is_neg",
+    "is_set_to",
+}
+# what unbranch.runtime's condition helpers (normalise/condition_forms) stand for: their
+# value has the kind of their arguments, as the Python form they replace had
+_RUNTIME_FORMS = {"bool_", "int_", "float_", "any_", "all_", "in_", "not_in", "equal"}  # (equal: torch.equal)
 _SHAPE_METHODS = {"size", "numel", "nelement"}
 _TENSOR_METHODS = {
     "any",
@@ -123,8 +149,6 @@ _DTYPES = {
     "float8_e4m3fn",
     "float8_e5m2",
 }
-# names that by convention hold Python flags (output_attentions, use_cache, return_dict, is_causal...)
-_FLAG_PREFIXES = ("use_", "output_", "return_", "is_", "has_", "do_", "should_", "need_", "with_")
 _STATIC_ANNOTATIONS = {
     "bool",
     "int",
@@ -141,6 +165,46 @@ _STATIC_ANNOTATIONS = {
     "Tuple",
     "Dict",
 }
+
+
+@dataclass(frozen=True)
+class Hints:
+    """Naming conventions of one code base that make a condition plainly Python there.
+
+    Data an integration registers (``HINTS``) for the files it knows; the generic classifier
+    applies none of them.
+    """
+
+    flag_prefixes: tuple = ()  # names so prefixed hold Python flags (``output_attentions``)
+    flag_calls: tuple = ()  # functions so prefixed return Python flags (``is_torchdynamo_compiling()``)
+    static_attribute_parts: frozenset = frozenset()  # an attribute path through one of these (``self.config.x``)
+    self_attributes: bool = False  # ``self.x`` holds configuration (a size, a flag), not a tensor
+    literal_defaults: bool = False  # a parameter with a literal default (``n=3``) is never given a tensor
+
+    def merge(self, other: Hints) -> Hints:
+        return Hints(
+            self.flag_prefixes + other.flag_prefixes,
+            self.flag_calls + other.flag_calls,
+            self.static_attribute_parts | other.static_attribute_parts,
+            self.self_attributes or other.self_attributes,
+            self.literal_defaults or other.literal_defaults,
+        )
+
+
+NO_HINTS = Hints()
+# lookups ``path -> Hints | None`` that integrations register (unbranch.hf registers transformers'
+# conventions for transformers' own files); the compiler itself knows no code base
+HINTS: list = []
+
+
+def hints_for(path: str | None) -> Hints:
+    """The hints every registered lookup gives for the file ``path`` (none for unknown files)."""
+    found = NO_HINTS
+    for lookup in HINTS if path else ():
+        extra = lookup(path)
+        if extra is not None:
+            found = found.merge(extra)
+    return found
 
 
 def combine(*kinds: str) -> str:
@@ -160,6 +224,15 @@ def _dotted(node) -> list[str]:
 
 def _is_none(e) -> bool:
     return isinstance(e, ast.Constant) and e.value is None
+
+
+def _is_str(e) -> bool:
+    return isinstance(e, ast.Constant) and isinstance(e.value, str)
+
+
+def _is_str_display(e) -> bool:
+    """``("a", "b")``: ``mode in ("a", "b")`` compares with strings only."""
+    return isinstance(e, (ast.Tuple, ast.List, ast.Set)) and bool(e.elts) and all(_is_str(x) for x in e.elts)
 
 
 def _is_dtype_like(e) -> bool:
@@ -207,8 +280,10 @@ def _own_nodes(fn: ast.FunctionDef):
 class Classifier:
     """Classifies expressions of one function, using what it knows of the function's names."""
 
-    def __init__(self, self_name: str | None = None):
+    def __init__(self, self_name: str | None = None, hints: Hints = NO_HINTS):
         self.self_name = self_name
+        self.hints = hints
+        self.runtime: str | None = None  # the name rewritten code calls unbranch.runtime by, once known
         self.static_names: set[str] = set()
         self.tensor_names: set[str] = set()
         self.shape_names: set[str] = set()
@@ -216,10 +291,13 @@ class Classifier:
         self._memo: dict[str, str] = {}
 
     @classmethod
-    def for_function(cls, fn: ast.FunctionDef, is_method: bool = True) -> Classifier:
+    def for_function(
+        cls, fn: ast.FunctionDef, is_method: bool = True, path: str | None = None, hints: Hints | None = None
+    ) -> Classifier:
+        """The classifier of ``fn``; ``hints``, or those registered for the file ``path``."""
         a = fn.args
         params = [p for p in (*a.posonlyargs, *a.args, a.vararg, *a.kwonlyargs, a.kwarg) if p is not None]
-        c = cls(params[0].arg if params and is_method else None)
+        c = cls(params[0].arg if params and is_method else None, hints if hints is not None else hints_for(path))
         c.params = {p.arg for p in params} - {c.self_name}
         defaults = dict(zip([p.arg for p in (*a.posonlyargs, *a.args)][::-1], a.defaults[::-1]))
         defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
@@ -228,8 +306,9 @@ class Classifier:
                 c.static_names.add(p.arg)
             elif p.annotation is not None and _dotted(p.annotation)[-1:] == ["Tensor"]:
                 c.tensor_names.add(p.arg)
-            elif isinstance(defaults.get(p.arg), ast.Constant) and defaults[p.arg].value is not None:
-                c.static_names.add(p.arg)  # a literal default: a flag, a size, a mode string
+            elif c.hints.literal_defaults and isinstance(defaults.get(p.arg), ast.Constant):
+                if defaults[p.arg].value is not None:
+                    c.static_names.add(p.arg)  # a literal default: a flag, a size, a mode string
         c._infer_assigned(fn)
         return c
 
@@ -275,7 +354,8 @@ class Classifier:
                 return SHAPE
             if e.id in self.tensor_names:
                 return TENSOR
-            return STATIC if e.id.startswith(_FLAG_PREFIXES) else UNKNOWN
+            flags = self.hints.flag_prefixes
+            return STATIC if flags and e.id.startswith(flags) else UNKNOWN
         if isinstance(e, ast.UnaryOp):
             return self.kind(e.operand)
         if isinstance(e, ast.BoolOp):
@@ -292,18 +372,21 @@ class Classifier:
             return self._call(e)
         if isinstance(e, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.JoinedStr)):
             return STATIC  # a display's truthiness is its length
+        if isinstance(e, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
+            return self.kind(e.elt)  # as any()/all() see it: any(t.any() for t in xs) is TENSOR
         if isinstance(e, ast.IfExp):
             return combine(self.kind(e.body), self.kind(e.orelse), self.kind(e.test))
         return UNKNOWN
 
     def _comparison(self, e: ast.Compare) -> str:
-        if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in e.ops):
-            return STATIC
+        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in e.ops):
+            return STATIC  # identity is never a tensor
         operands = [e.left, *e.comparators]
-        if any(_is_none(o) or (isinstance(o, ast.Constant) and isinstance(o.value, str)) for o in operands):
-            return STATIC
+        if any(_is_none(o) or _is_str(o) or _is_str_display(o) for o in operands):
+            return STATIC  # a tensor compared with None or a string is not a tensor
         if any(_is_dtype_like(o) for o in operands):
             return STATIC
+        # ``in`` asks the container (``pad_id in ids[:, -1]``: Tensor.__contains__ reads data)
         return combine(*(self.kind(o) for o in operands))
 
     def _attribute(self, e: ast.Attribute) -> str:
@@ -312,39 +395,60 @@ class Classifier:
         if e.attr == "shape":
             return SHAPE
         dotted = _dotted(e)
-        if dotted and ("config" in dotted or dotted[0] == "torch"):
-            return STATIC  # self.config.x, torch.float16, torch.jit...
-        if dotted and dotted[0] == self.self_name and len(dotted) == 2:
-            return STATIC
+        if dotted and dotted[0] == "torch":
+            return STATIC  # torch.float16, torch.jit...
+        if dotted and self.hints.static_attribute_parts.intersection(dotted):
+            return STATIC  # (hint) self.config.x
+        if dotted and self.hints.self_attributes and dotted[0] == self.self_name and len(dotted) == 2:
+            return STATIC  # (hint) self.num_heads
         return TENSOR if self.kind(e.value) == TENSOR else UNKNOWN
 
     def _call(self, e: ast.Call) -> str:
         func = e.func
         if isinstance(func, ast.Name):
             name = func.id
-            if name in _STATIC_CALLS or name.startswith("is_"):
+            if name in _STATIC_CALLS:
                 return STATIC
+            if self.hints.flag_calls and name.startswith(self.hints.flag_calls):
+                return STATIC  # (hint) is_torchdynamo_compiling()
             if name == "len":
                 return SHAPE if e.args and self.kind(e.args[0]) in (TENSOR, UNKNOWN) else STATIC
-            if name in ("bool", "int", "float", "abs", "max", "min", "any", "all"):
+            if name in ("any", "all"):
+                return self._items_kind(e.args)
+            if name in ("bool", "int", "float", "abs", "max", "min"):
                 return combine(*(self.kind(a) for a in e.args)) if e.args else STATIC
             return UNKNOWN
         if not isinstance(func, ast.Attribute):
             return UNKNOWN
         name = func.attr  # a method, also on a call's result: torch.isfinite(x).all()
-        if name.startswith("is_") or name in _STATIC_METHODS:
-            return STATIC
         dotted = _dotted(func)
+        if self.runtime is not None and dotted == [self.runtime, name] and name in _RUNTIME_FORMS:
+            if name == "equal":
+                return TENSOR  # torch.equal(a, b)
+            if name in ("any_", "all_"):
+                return self._items_kind(e.args)
+            return combine(*(self.kind(a) for a in e.args))  # _ub.bool_(t): what bool(t) was
+        if name in _STATIC_METHODS or name in _TENSOR_IS_METHODS:
+            return STATIC
         if dotted and dotted[0] == "torch":
             if name in _SHAPE_METHODS:  # torch.numel(x) reads a size, not data
                 return SHAPE
-            static = name in _STATIC_TORCH or (len(dotted) > 2 and dotted[1] in _STATIC_MODULES)
+            static = name in _STATIC_TORCH or name.startswith("is_")  # torch.is_tensor, torch.is_grad_enabled
+            static = static or (len(dotted) > 2 and dotted[1] in _STATIC_MODULES)
             return STATIC if static else TENSOR
         if name in _SHAPE_METHODS:
             return SHAPE
         if name in _TENSOR_METHODS:
             return TENSOR
+        if self.hints.flag_calls and name.startswith(self.hints.flag_calls):
+            return STATIC  # (hint) self.is_decoder_layer()
         return UNKNOWN
+
+    def _items_kind(self, args) -> str:
+        """Kind of ``any(args)``/``all(args)``: that of the items (``all([a.all(), b.all()])``)."""
+        if len(args) == 1 and isinstance(args[0], (ast.List, ast.Tuple, ast.Set)):
+            return combine(*(self.kind(x) for x in args[0].elts))
+        return combine(*(self.kind(a) for a in args))
 
     def loop_candidate(self, iterable) -> bool:
         """A ``for`` over a tensor or a symbolic ``range(n)`` (``ast`` or libcst iterable)."""

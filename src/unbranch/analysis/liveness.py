@@ -3,8 +3,11 @@
 Facts are keyed by node identity in the tree that was analysed:
 ``live_out[stmt]`` is the set of names read after ``stmt`` before being rebound;
 ``defined[stmt]`` is the set of local names certainly bound when ``stmt`` starts.
-Loops iterate to a fixpoint; ``try`` and ``match`` are approximated conservatively
-(more names live, fewer defined), which can only make a rule refuse, never miscompile.
+Loops iterate to a fixpoint; ``try`` is approximated conservatively (an exception may
+leave its body anywhere: more names live, fewer defined), which can only make a rule
+refuse, never miscompile. ``match`` reads its subject, binds each case's captures and reads
+its guard; without a final ``case _:`` no case may run. Names declared ``global`` or
+``nonlocal`` are not locals.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from .names import (
     def_free_reads,
     expr_effects,
     expr_reads,
+    irrefutable,
     param_names,
+    pattern_effects,
     small_effects,
     target_names,
     target_reads,
@@ -91,8 +96,8 @@ def analyse_function(fn: cst.FunctionDef, live_at_end: set[str] = frozenset()) -
     facts = Facts()
     body = list(fn.body.body)
     params = set(param_names(fn))
-    facts.locals = params | block_writes(body)
     facts.declared_nonlocal = block_declared(body)
+    facts.locals = (params | block_writes(body)) - facts.declared_nonlocal
     _Liveness(facts).block(body, set(live_at_end), set(), set())
     _Defined(facts).block(body, params)
     return facts
@@ -131,10 +136,13 @@ class _Liveness:
                 live = self.small(small, live, brk, cont)
             return live
         if isinstance(s, cst.If):
-            reads, _ = expr_effects(s.test)
-            return reads | self.block(s.body.body, out, brk, cont) | self.block(orelse_body(s), out, brk, cont)
+            reads, walrus = expr_effects(s.test)
+            branches = self.block(s.body.body, out, brk, cont) | self.block(orelse_body(s), out, brk, cont)
+            return reads | (branches - walrus)
         if isinstance(s, (cst.For, cst.While)):
             return self.loop(s, out, brk, cont)
+        if isinstance(s, cst.Match):
+            return self.match(s, out, brk, cont)
         if isinstance(s, cst.With):
             inner = self.block(s.body.body, out, brk, cont)
             for item in reversed(s.items):
@@ -149,11 +157,23 @@ class _Liveness:
             after = out | final
             handlers = set()
             for h in s.handlers:
-                handlers |= expr_reads(h.type) | self.block(h.body.body, after, brk, cont)
+                name = target_names(h.name.name) if h.name else set()
+                handlers |= expr_reads(h.type) | (self.block(h.body.body, after, brk, cont) - name)
             orelse = self.block(s.orelse.body.body, after, brk, cont) if s.orelse else after
             return self.block(s.body.body, after | orelse | handlers, brk, cont) | handlers | final
         # match and anything newer: everything it reads is live, nothing is killed
         return out | block_reads([s])
+
+    def match(self, s: cst.Match, out, brk, cont):
+        # no case matching falls through to what follows, unless the last case takes everything
+        live = set() if s.cases and irrefutable(s.cases[-1]) else set(out)
+        for case in s.cases:
+            binds, pattern_reads = pattern_effects(case.pattern)
+            guard_reads, guard_writes = expr_effects(case.guard)
+            body = self.block(case.body.body, out, brk, cont)
+            live |= pattern_reads | ((guard_reads | (body - guard_writes)) - binds)
+        reads, walrus = expr_effects(s.subject)
+        return reads | (live - walrus)
 
     def loop(self, s, out, brk, cont):
         if isinstance(s, cst.For):
@@ -218,6 +238,7 @@ class _Defined:
             return meet(self.block(s.body.body, set(d)), self.block(orelse_body(s), set(d)))
         if isinstance(s, (cst.For, cst.While)):
             bound = target_names(s.target) if isinstance(s, cst.For) else set()
+            d = d | expr_effects(s.iter if isinstance(s, cst.For) else s.test)[1]  # evaluated at least once
             self.block(s.body.body, d | bound)
             if s.orelse:  # skipped on break: what it binds is not certain afterwards
                 self.block(s.orelse.body.body, set(d))
@@ -231,12 +252,29 @@ class _Defined:
         if isinstance(s, (cst.FunctionDef, cst.ClassDef)):
             return d | {s.name.value}
         if isinstance(s, (cst.Try, cst.TryStar)):
-            self.block(s.body.body, set(d))
-            for h in s.handlers:
-                self.block(h.body.body, set(d) | (target_names(h.name.name) if h.name else set()))
-            if s.orelse:
-                self.block(s.orelse.body.body, set(d))
-            if s.finalbody:
-                return self.block(s.finalbody.body.body, set(d))
-            return d
+            return self.try_(s, d)
+        if isinstance(s, cst.Match):
+            d = d | expr_effects(s.subject)[1]
+            # no case matching leaves d as it was, unless the last case takes everything
+            after = ALL if s.cases and irrefutable(s.cases[-1]) else set(d)
+            for case in s.cases:
+                binds, _ = pattern_effects(case.pattern)
+                after = meet(after, self.block(case.body.body, d | binds | expr_effects(case.guard)[1]))
+            return after
         return d
+
+    def try_(self, s, d):
+        """Normal completion: the body then ``else``, or a handler started anywhere in the body."""
+        done = self.block(s.body.body, set(d))
+        if s.orelse:
+            done = self.block(s.orelse.body.body, done if done is ALL else set(done))
+        for h in s.handlers:
+            name = target_names(h.name.name) if h.name else set()
+            end = self.block(h.body.body, set(d) | name)
+            done = meet(done, end if end is ALL else end - name)  # ``except E as e`` deletes e at its end
+        if not s.finalbody:
+            return done
+        # the finally block also runs after an exception or a return: its facts assume only d
+        self.block(s.finalbody.body.body, set(d))
+        final = assigned(s.finalbody.body.body)
+        return ALL if final is ALL or done is ALL else done | final

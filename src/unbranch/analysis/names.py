@@ -254,13 +254,68 @@ class _BlockNames(cst.CSTVisitor):
         return True
 
     def visit_Match(self, node) -> bool:
-        self.reads |= expr_reads(node.subject)
+        reads, writes = expr_effects(node.subject)
         for case in node.cases:
-            c = _Collector()
-            case.pattern.visit(c)
-            self.writes |= c.reads  # capture patterns bind; dotted value patterns are rare
-            self.reads |= expr_reads(case.guard)
+            binds, pattern_reads = pattern_effects(case.pattern)
+            guard_reads, guard_writes = expr_effects(case.guard)
+            reads |= pattern_reads | guard_reads
+            writes |= binds | guard_writes
+        self.reads |= reads
+        self.writes |= writes
         return True
+
+
+class _Pattern(cst.CSTVisitor):
+    """Names a ``case`` pattern binds (captures, ``*rest``, ``**rest``, ``as``) and reads (values, classes)."""
+
+    def __init__(self) -> None:
+        self.binds: set[str] = set()
+        self.reads: set[str] = set()
+
+    def visit_MatchAs(self, node) -> bool:
+        if node.name is not None:
+            self.binds.add(node.name.value)
+        return True
+
+    def visit_MatchStar(self, node) -> bool:
+        if node.name is not None:
+            self.binds.add(node.name.value)
+        return False
+
+    def visit_MatchMapping(self, node) -> bool:
+        if node.rest is not None:
+            self.binds.add(node.rest.value)
+        return True
+
+    def visit_MatchMappingElement(self, node) -> bool:
+        self.reads |= expr_reads(node.key)
+        node.pattern.visit(self)
+        return False
+
+    def visit_MatchValue(self, node) -> bool:
+        self.reads |= expr_reads(node.value)  # Color.RED reads Color
+        return False
+
+    def visit_MatchClass(self, node) -> bool:
+        self.reads |= expr_reads(node.cls)
+        for p in node.patterns:
+            p.visit(self)
+        for k in node.kwds:
+            k.pattern.visit(self)  # the keyword itself names an attribute, not a variable
+        return False
+
+
+def pattern_effects(pattern: cst.MatchPattern) -> tuple[set[str], set[str]]:
+    """(names bound, names read) by a ``case`` pattern."""
+    v = _Pattern()
+    pattern.visit(v)
+    return v.binds, v.reads
+
+
+def irrefutable(case: cst.MatchCase) -> bool:
+    """Does this case match any subject (``case _:``, ``case name:``, no guard)?"""
+    p = case.pattern
+    return case.guard is None and isinstance(p, cst.MatchAs) and p.pattern is None
 
 
 @functools.lru_cache(maxsize=65536)

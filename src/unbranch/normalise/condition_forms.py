@@ -1,0 +1,168 @@
+"""Python's truth tests on tensors, in the test of a dispatched ``if``/``while`` -> runtime helpers.
+
+    if bool(t):                   ->  if _ub.bool_(t):
+    if int(n) == 3:               ->  if _ub.int_(n) == 3:
+    if any(t.any() for t in xs):  ->  if _ub.any_(t.any() for t in xs):
+    if pad_id in ids[:, -1]:      ->  if _ub.in_(pad_id, ids[:, -1]):
+    if torch.equal(a, b):         ->  if _ub.equal(a, b):
+
+Python evaluates these with ``__bool__``/``__contains__``/``.item()``, which torch.export
+cannot trace on a tensor; each helper (runtime/conditions.py) returns exactly Python's value
+eagerly and a tensor or SymBool only while torch.export traces, so the ``if`` becomes a cond.
+Only places where a tensor may stand for the Python value are rewritten: the test itself,
+operands of ``and``/``or``/``not``, comparisons and arithmetic, and the items of
+``any``/``all``; an argument of another call keeps its Python value (``f(bool(t))``).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.names import block_writes, param_names
+from ..passes import Pass, Rewrite, Unchanged
+
+_CONVERSIONS = {"bool": "bool_", "int": "int_", "float": "float_"}
+_REDUCTIONS = {"any": "any_", "all": "all_"}
+
+
+class ConditionForms(Pass):
+    HANDLES = frozenset({"if", "loop"})
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, x, xs):
+                if any(t.any() for t in xs):
+                    x = x + 1
+                return x
+            """,
+            """
+            def forward(self, x, xs):
+                if _ub.any_(t.any() for t in xs):
+                    x = x + 1
+                return x
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, ids, pad_id, n):
+                if pad_id in ids[:, -1] and int(n) == 3:
+                    ids = ids[:, :-1]
+                return ids
+            """,
+            """
+            def forward(self, ids, pad_id, n):
+                if _ub.in_(pad_id, ids[:, -1]) and _ub.int_(n) == 3:
+                    ids = ids[:, :-1]
+                return ids
+            """,  # noqa: E501
+        ),
+        Rewrite(
+            """
+            def forward(self, a, b):
+                if not torch.equal(a, b):
+                    a = b.clone()
+                return a
+            """,
+            """
+            def forward(self, a, b):
+                if not _ub.equal(a, b):
+                    a = b.clone()
+                return a
+            """,
+        ),
+        Unchanged(  # plainly Python: not dispatched, so not rewritten
+            """
+            def forward(self, x, mask=None):
+                if bool(3) and mask is None:
+                    x = x + 1
+                return x
+            """
+        ),
+    ]
+
+    def __init__(self, fn: cst.FunctionDef, ctx):
+        super().__init__(fn, ctx)
+        # a builtin the function rebinds (``any = ...``, a parameter ``all``) is not Python's
+        self.shadowed = set(param_names(fn)) | block_writes(fn.body.body)
+
+    def leave_If(self, original: cst.If, updated: cst.If):
+        if not self.ctx.is_candidate(original):
+            return updated
+        return updated.with_changes(test=self.truth(updated.test))
+
+    def leave_While(self, original: cst.While, updated: cst.While):
+        if not self.ctx.is_candidate_loop(original):
+            return updated
+        return updated.with_changes(test=self.truth(updated.test))
+
+    @classmethod
+    def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
+        ctx.classifier.runtime = ctx.runtime  # `_ub.bool_(t)` keeps the kind `bool(t)` had
+        return super().apply(fn, ctx)
+
+    def helper(self, name: str, args, like: cst.BaseExpression) -> cst.Call:
+        call = self.ctx.runtime_call(name, *args)
+        return call.with_changes(lpar=like.lpar, rpar=like.rpar)
+
+    def truth(self, e: cst.BaseExpression) -> cst.BaseExpression:
+        """``e`` where a tensor may stand for its Python value, with the forms rewritten."""
+        if isinstance(e, cst.BooleanOperation):
+            return e.with_changes(left=self.truth(e.left), right=self.truth(e.right))
+        if isinstance(e, cst.UnaryOperation):
+            return e.with_changes(expression=self.truth(e.expression))
+        if isinstance(e, cst.BinaryOperation):
+            return e.with_changes(left=self.truth(e.left), right=self.truth(e.right))
+        if isinstance(e, cst.IfExp):
+            return e.with_changes(test=self.truth(e.test), body=self.truth(e.body), orelse=self.truth(e.orelse))
+        if isinstance(e, cst.Comparison):
+            return self.comparison(e)
+        if isinstance(e, cst.Call):
+            return self.call(e)
+        return e
+
+    def comparison(self, e: cst.Comparison) -> cst.BaseExpression:
+        left = self.truth(e.left)
+        targets = [t.with_changes(comparator=self.truth(t.comparator)) for t in e.comparisons]
+        if len(targets) == 1 and isinstance(targets[0].operator, (cst.In, cst.NotIn)):
+            name = "in_" if isinstance(targets[0].operator, cst.In) else "not_in"
+            return self.helper(name, [_bare(left), _bare(targets[0].comparator)], e)
+        return e.with_changes(left=left, comparisons=targets)
+
+    def call(self, e: cst.Call) -> cst.BaseExpression:
+        func, args = e.func, e.args
+        positional = all(a.keyword is None and not a.star for a in args)
+        if isinstance(func, cst.Name) and func.value not in self.shadowed and positional and len(args) == 1:
+            arg = args[0].value
+            if func.value in _CONVERSIONS:
+                return self.helper(_CONVERSIONS[func.value], [_bare(self.truth(arg))], e)
+            if func.value in _REDUCTIONS:
+                return self.helper(_REDUCTIONS[func.value], [self.items(arg)], e)
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "torch"
+            and "torch" not in self.shadowed
+            and func.attr.value == "equal"
+            and positional
+            and len(args) == 2
+        ):
+            return self.helper("equal", [a.value for a in args], e)
+        return e
+
+    def items(self, arg: cst.BaseExpression) -> cst.BaseExpression:
+        """The argument of any()/all(): its items are truth tests too."""
+        if isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
+            return arg.with_changes(elt=self.truth(arg.elt))
+        if isinstance(arg, (cst.List, cst.Tuple)):
+            elements = [self.truth(el.value) if isinstance(el, cst.Element) else None for el in arg.elements]
+            return arg.with_changes(
+                elements=[el if v is None else el.with_changes(value=v) for el, v in zip(arg.elements, elements)]
+            )
+        return arg
+
+
+def _bare(e):
+    """Drop parentheses made redundant by becoming a call argument."""
+    if e.lpar and not isinstance(e, (cst.Tuple, cst.GeneratorExp)):
+        return e.with_changes(lpar=[], rpar=[])
+    return e

@@ -1,0 +1,164 @@
+"""Python's truth tests on tensors, in a form ``torch.cond`` can take while torch.export traces.
+
+    if bool(t):                 ->  if _ub.bool_(t):
+    if int(n) == 3:             ->  if _ub.int_(n) == 3:
+    if any(t.any() for t in xs) ->  if _ub.any_(t.any() for t in xs):
+    if pad_id in ids[:, -1]:    ->  if _ub.in_(pad_id, ids[:, -1]):
+    if torch.equal(a, b):       ->  if _ub.equal(a, b):
+
+(normalise/condition_forms.py writes these, in the tests of dispatched ifs and whiles only.)
+Each helper returns exactly what Python's form returns, unless torch.export traces and a
+value is symbolic: then a 0-d tensor or a SymBool stands for the Python bool or int, which
+the dispatched ``if`` turns into a ``torch.cond``. Where the Python form would fail (a
+tensor of several elements, an unsupported operand), the helper evaluates the Python form
+itself, so it fails as the original did.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+import operator
+
+import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
+
+from ._tracing import is_symbolic, tracing
+
+_SYM_NUMBERS = (torch.SymInt, torch.SymFloat)
+
+
+def _known_true(c) -> bool:
+    """Is the bool or SymBool ``c`` true for every size, asking without adding a guard?
+
+    A real bool is told by identity first: under strict export dynamo shows a SymBool as a
+    bool, and answers ``statically_known_false(True)`` with True (measured, torch 2.13).
+    """
+    return c is True or (c is not False and statically_known_true(c))
+
+
+def _known_false(c) -> bool:
+    return c is False or (c is not True and statically_known_false(c))
+
+
+def _one_element(t: torch.Tensor) -> bool:
+    """Is ``t`` known to hold exactly one element (``bool(t)`` defined) without guarding on it?"""
+    return _known_true(t.numel() == 1)
+
+
+def _truth(value):
+    """``bool(value)``, or a symbolic stand-in for it while tracing."""
+    if tracing():
+        if isinstance(value, torch.Tensor) and _one_element(value):
+            return value if value.dtype == torch.bool else value != 0
+        if isinstance(value, (bool, torch.SymBool)):
+            return value  # (under strict export a SymBool shows as a bool: bool() would specialise it)
+        if isinstance(value, (int, float, *_SYM_NUMBERS)):
+            return value != 0  # exact for Python numbers; a SymBool for symbolic ones
+    return bool(value)
+
+
+def bool_(value):
+    """``bool(value)``; the tensor (or SymBool) ``value != 0`` while torch.export traces."""
+    return _truth(value)
+
+
+def int_(value):
+    """``int(value)``; for a one-element tensor while tracing, its value truncated, as an int64 tensor."""
+    if tracing() and isinstance(value, torch.Tensor) and _one_element(value) and not value.is_complex():
+        return (value.trunc() if value.is_floating_point() else value).to(torch.int64).reshape(())
+    if tracing() and isinstance(value, torch.SymFloat):
+        return torch.sym_int(value)
+    if tracing() and isinstance(value, torch.SymInt):
+        return value
+    return int(value)
+
+
+def float_(value):
+    """``float(value)``; for a one-element tensor while tracing, its value as a float64 tensor."""
+    if tracing() and isinstance(value, torch.Tensor) and _one_element(value) and not value.is_complex():
+        return value.to(torch.float64).reshape(())
+    if tracing() and isinstance(value, _SYM_NUMBERS):
+        return torch.sym_float(value)
+    return float(value)
+
+
+def _combine(values, op: str):
+    """``values[0] or values[1] or ...`` (``op`` "or", else "and") of symbolic truths."""
+    if any(isinstance(v, torch.Tensor) for v in values):
+        from .control_flow import _bool_tensor
+
+        join = torch.logical_or if op == "or" else torch.logical_and
+        return functools.reduce(join, [_bool_tensor(v) for v in values])
+    return functools.reduce(operator.or_ if op == "or" else operator.and_, values)
+
+
+def any_(iterable):
+    """``any(iterable)``; while tracing, the logical or of the symbolic items (all of them are evaluated)."""
+    if not tracing():
+        return any(iterable)
+    symbolic = []
+    for item in iterable:
+        truth = _truth(item)
+        if is_symbolic(truth):
+            symbolic.append(truth)
+        elif truth:
+            return True  # Python's any() is True here, whatever the items before were
+    return _combine(symbolic, "or") if symbolic else False
+
+
+def all_(iterable):
+    """``all(iterable)``; while tracing, the logical and of the symbolic items (all of them are evaluated)."""
+    if not tracing():
+        return all(iterable)
+    symbolic = []
+    for item in iterable:
+        truth = _truth(item)
+        if is_symbolic(truth):
+            symbolic.append(truth)
+        elif not truth:
+            return False
+    return _combine(symbolic, "and") if symbolic else True
+
+
+_CONTAINED = (torch.Tensor, numbers.Number, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def in_(item, container):
+    """``item in container``; while tracing, a tensor for a tensor container (``Tensor.__contains__``
+    without its ``.item()``), and a symbolic or over the items of a list or tuple."""
+    if tracing():
+        if isinstance(container, torch.Tensor) and isinstance(item, _CONTAINED):
+            return (container == item).any()
+        if isinstance(container, (list, tuple)) and isinstance(item, (torch.Tensor, *_SYM_NUMBERS, torch.SymBool)):
+            return any_(True if element is item else element == item for element in container)
+    return item in container
+
+
+def not_in(item, container):
+    """``item not in container`` (see ``in_``)."""
+    found = in_(item, container)
+    if not is_symbolic(found):
+        return not found
+    return torch.logical_not(found) if isinstance(found, torch.Tensor) else torch.sym_not(found)
+
+
+def equal(a, b):
+    """``torch.equal(a, b)``: same size and same elements; while tracing, a 0-d bool tensor.
+
+    Sizes that may differ at run time (two dynamic dims) are compared symbolically, and the
+    elements on the common prefix of both flattened tensors, so no guard ties the sizes.
+    """
+    if not (tracing() and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return torch.equal(a, b)
+    if a.dim() != b.dim():
+        return False
+    same = [sa == sb for sa, sb in zip(a.shape, b.shape)]
+    if any(_known_false(s) for s in same):
+        return False
+    unknown = [s for s in same if not _known_true(s)]
+    if not unknown:
+        return (a == b).all()
+    n = torch.sym_min(a.numel(), b.numel())
+    elements = (a.reshape(-1)[:n] == b.reshape(-1)[:n]).all()
+    return _combine([functools.reduce(operator.and_, unknown), elements], "and")
