@@ -1,11 +1,14 @@
 """The analysis layer on its own: facts about small snippets, no rewriting."""
 
+import ast
 import textwrap
 
 import libcst as cst
 import pytest
 
+from unbranch.analysis import liveness
 from unbranch.analysis.effects import block_effects, closures, mutated_parameters
+from unbranch.origins import Origins
 
 
 def body(code: str) -> list:
@@ -289,3 +292,43 @@ def test_walrus_and_global():
     assert live_in(body("if (n := f()):\n    g(n)\n"), set()) == {"f", "g"}
     fn, facts = _facts("def f(x):\n    global counter\n    counter = counter + 1\n    return x\n")
     assert "counter" not in facts.locals and "counter" in facts.declared_nonlocal
+
+
+def test_facts_of_a_node_from_another_tree_fail_loudly():
+    fn = cst.parse_module("def f(x):\n    if x:\n        y = 1\n    return x\n").body[0]
+    facts = liveness.analyse_function(fn)
+    stmt = fn.body.body[0]
+    assert facts.before(stmt) == {"x"} and "x" in facts.after(stmt)
+    with pytest.raises(LookupError, match="not in the analysed tree"):
+        facts.before(stmt.deep_clone())
+
+
+def test_origins_come_from_the_parser_for_every_statement_shape():
+    text = (
+        "def f(x, m):\n"  # 1
+        "    a = 1; b = 2\n"  # 2
+        "    if x: return a\n"  # 3
+        "    elif m:\n"  # 4
+        "        b = 3\n"  # 5
+        "    match m:\n"  # 6
+        "        case 1:\n"  # 7
+        "            b = 4\n"  # 8
+        "    try:\n"  # 9
+        "        pass\n"  # 10
+        "    except ValueError:\n"  # 11
+        "        b = (\n"  # 12
+        "            5)\n"  # 13
+        "    return b\n"  # 14
+    )
+    fn = cst.parse_module(text).body[0]
+    origins = Origins.parse(fn, ast.parse(text).body[0])
+    body = fn.body.body
+    first, small = body[0], body[0].body
+    assert [origins.line(n) for n in (first, *small)] == [2, 2, 2]
+    assert origins.line(body[1]) == 3 and origins.line(body[1].body.body[0]) == 3  # one-line suite
+    assert origins.line(body[1].orelse) == 4 and origins.line(body[1].orelse.body.body[0]) == 5  # elif
+    assert origins.line(body[2].cases[0].body.body[0]) == 8
+    assert origins.line(body[3].handlers[0].body.body[0]) == 12 and origins.line(body[4]) == 14
+    assert isinstance(origins.twin(body[1]), ast.If) and origins.line(cst.Pass()) is None
+    clone = origins.cloned(body[2])
+    assert origins.line(clone.cases[0].body.body[0]) == 8  # a copy keeps the lines it copies

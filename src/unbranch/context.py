@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -9,6 +11,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .analysis.classify import SHAPE, STATIC, Classifier
+from .analysis.effects import closures
 from .errors import UnbranchError
 from .origins import Origins
 from .source import SourceInfo
@@ -63,14 +66,30 @@ class Context:
     shape_conditions: bool = True  # dispatch ifs on sizes alone (else they stay plain Python)
     self_name: str | None = None
     mutating_helpers: object = field(default_factory=dict)  # callee text -> argument positions it changes (.get)
-    closures: list = field(default_factory=list)  # the user's nested functions (analysis.effects.closures)
+    function: cst.FunctionDef | None = None  # as parsed, before any pass
     notes: list = field(default_factory=list)
     origins: Origins = field(default_factory=Origins)
     where: int | None = None  # origin of the statement the running pass is in (for nodes it builds)
 
+    @functools.cached_property
+    def closures(self) -> list:
+        """The user's nested functions (analysis.effects.closures), asked for only by lost_effect."""
+        return closures(self.function) if self.function is not None else []
+
+    def condition_kind(self, node) -> str:
+        """What the classifier makes of the condition deciding ``node``'s way (test, or a for's iterable).
+
+        Classified on the parser's own statement when the node has one (the original condition,
+        also after passes rewrote its text), else on the libcst expression.
+        """
+        twin = self.origins.twin(node)
+        if isinstance(node, cst.For):
+            return self.classifier.kind(twin.iter if isinstance(twin, ast.For) else node.iter)
+        return self.classifier.kind(twin.test if hasattr(twin, "test") else node.test)
+
     def is_candidate(self, node: cst.If) -> bool:
         """Should this ``if`` be dispatched at run time (not plainly a Python condition)?"""
-        kind = self.classifier.kind(node.test)
+        kind = self.condition_kind(node)
         if kind == STATIC or (kind == SHAPE and not self.shape_conditions):
             return False
         return self.filter_node is None or bool(self.filter_node(node))
@@ -78,8 +97,9 @@ class Context:
     def is_candidate_loop(self, node) -> bool:
         """A ``while`` on a non-Python test, or a ``for`` over a tensor or a symbolic ``range``."""
         if isinstance(node, cst.While):
-            return self.classifier.kind(node.test) != STATIC
-        return self.classifier.loop_candidate(node.iter)
+            return self.condition_kind(node) != STATIC
+        twin = self.origins.twin(node)
+        return self.classifier.loop_candidate(twin.iter if isinstance(twin, ast.For) else node.iter)
 
     def line_of(self, node) -> int:
         """Line in the original file of ``node``: its origin, else the statement being rewritten."""
@@ -92,9 +112,8 @@ class Context:
         return UnbranchError(message, self.source.path, self.line_of(node), construct)
 
     def note(self, node, kind: str, detail: str) -> None:
-        condition = node.iter if isinstance(node, cst.For) else getattr(node, "test", None)
-        kind_of = self.classifier.kind(condition) if condition is not None else ""
-        self.notes.append(Note(self.line_of(node), kind, detail, kind_of))
+        has_condition = isinstance(node, cst.For) or getattr(node, "test", None) is not None
+        self.notes.append(Note(self.line_of(node), kind, detail, self.condition_kind(node) if has_condition else ""))
 
     def runtime_call(self, func: str, *args: cst.BaseExpression) -> cst.Call:
         return cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name(func)), [cst.Arg(a) for a in args])

@@ -21,7 +21,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 class Origins:
     def __init__(self) -> None:
-        self._line: dict[int, tuple[cst.CSTNode, int]] = {}  # id -> (node kept alive, line)
+        # id -> (node kept alive, line, the ast statement of the same text or None)
+        self._line: dict[int, tuple[cst.CSTNode, int, ast.AST | None]] = {}
 
     @classmethod
     def parse(cls, fn: cst.FunctionDef, tree: ast.FunctionDef) -> Origins:
@@ -34,14 +35,23 @@ class Origins:
         found = self._line.get(id(node))
         return found[1] if found is not None and found[0] is node else None
 
+    def twin(self, node) -> ast.AST | None:
+        """The parser's ``ast`` statement for ``node`` (same kind of statement), if it has one.
+
+        Conditions are classified on it: no rendering of libcst nodes back to text.
+        """
+        found = self._line.get(id(node))
+        return found[2] if found is not None and found[0] is node else None
+
     def inherit(self, new, old) -> None:
         """``new`` (a node or a FlattenSentinel of nodes) stands for ``old``, unless it has an origin of its own."""
         line = self.line(old)
         if line is None or new is old:
             return
+        twin = self.twin(old)
         for node in new.nodes if isinstance(new, cst.FlattenSentinel) else (new,):
             if isinstance(node, cst.CSTNode) and self.line(node) is None:
-                self._line[id(node)] = (node, line)
+                self._line[id(node)] = (node, line, twin if type(node) is type(old) else None)
 
     def cloned(self, node: cst.CSTNode) -> cst.CSTNode:
         """``node.deep_clone()`` whose statements keep the origins of the statements they copy."""
@@ -52,14 +62,14 @@ class Origins:
     def _copy(self, old, new) -> None:
         line = self.line(old)
         if line is not None:
-            self._line[id(new)] = (new, line)
+            self._line[id(new)] = (new, line, self.twin(old))
         if isinstance(old, cst.BaseSmallStatement):
             return  # origins stop at statements
         for a, b in zip(old.children, new.children):
             self._copy(a, b)
 
     def _set(self, node: cst.CSTNode, stmt: ast.AST) -> None:
-        self._line[id(node)] = (node, stmt.lineno)
+        self._line[id(node)] = (node, stmt.lineno, stmt)
 
     def _pair(self, node, stmt) -> None:
         """Record ``node``'s line and recurse into the statement blocks both trees hold."""

@@ -80,6 +80,8 @@ class Pass(Inheriting):
         return self.EXPRESSIONS
 
     def on_visit(self, node) -> bool:
+        if not self.EXPRESSIONS and not isinstance(node, _STRUCTURE):
+            return False  # a statement pass: conditions, headers and whitespace are never entered
         line = self.ctx.origins.line(node) if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement)) else None
         if line is not None:
             self._where.append(line)
@@ -101,8 +103,7 @@ class Pass(Inheriting):
         With ``strict``, a construct on a plainly tensor condition raises UnbranchError now.
         """
         ctx = self.ctx
-        condition = condition_of(original)
-        kind = ctx.classifier.kind(condition) if condition is not None else UNKNOWN
+        kind = ctx.condition_kind(original) if condition_of(original) is not None else UNKNOWN
         if ctx.strict and kind == TENSOR:
             raise ctx.error(reason, original, construct)
         ctx.note(original, "left", reason)
@@ -110,6 +111,19 @@ class Pass(Inheriting):
             return updated
         why = [cst.SimpleString(repr(reason)), cst.SimpleString(repr(construct))]
         return updated.with_changes(test=ctx.runtime_call("unconverted", updated.test, *why))
+
+
+# what a statement pass walks through: statements and the blocks holding them
+_STRUCTURE = (
+    cst.BaseStatement,
+    cst.BaseSmallStatement,
+    cst.BaseSuite,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
 
 
 def condition_of(node) -> cst.BaseExpression | None:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .analysis.classify import Classifier
-from .analysis.effects import closures
 from .context import Context, Namer, taken_names
 from .errors import UnbranchError
 from .normalise.condition_forms import ConditionForms
@@ -115,7 +114,7 @@ def compile_source(info: SourceInfo, options: Options, global_names=(), mutating
         strict=options.strict,
         shape_conditions=options.shape_conditions,
         self_name=classifier.self_name,
-        closures=closures(fn),
+        function=fn,
         origins=origins,
         mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
     )

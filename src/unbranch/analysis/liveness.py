@@ -41,6 +41,22 @@ class Facts:
     locals: set = field(default_factory=set)
     declared_nonlocal: set = field(default_factory=set)
 
+    def before(self, stmt) -> set[str]:
+        """Local names certainly bound when ``stmt`` starts."""
+        return _lookup(self.defined, stmt)
+
+    def after(self, stmt) -> set[str]:
+        """Names read after ``stmt`` before being rebound."""
+        return _lookup(self.live_out, stmt)
+
+
+def _lookup(table: dict, stmt):
+    """Facts describe one tree: a node from another version of it is a bug, said loudly."""
+    try:
+        return table[stmt]
+    except KeyError:
+        raise LookupError(f"no facts for this {type(stmt).__name__}: it is not in the analysed tree") from None
+
 
 def orelse_body(node) -> list:
     """Statements of an ``else``/``elif`` part as a list (an ``elif`` is one nested ``if``)."""

@@ -200,10 +200,22 @@ def def_free_reads(node: cst.FunctionDef | cst.ClassDef) -> set[str]:
 class _BlockNames(cst.CSTVisitor):
     """All reads and writes in a block, stopping at nested function and class scopes."""
 
-    def __init__(self) -> None:
+    def __init__(self, root) -> None:
+        self.root = root
         self.reads: set[str] = set()
         self.writes: set[str] = set()
         self.declared: set[str] = set()  # global/nonlocal names
+
+    def on_visit(self, node) -> bool:
+        if node is not self.root and isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            # a nested statement's names are memoised on the node: passes rebuild the compound
+            # statements around it, not the statement itself
+            reads, writes, declared = _statement_names(node)
+            self.reads |= reads
+            self.writes |= writes
+            self.declared |= declared
+            return False
+        return super().on_visit(node)
 
     def visit_Global(self, node) -> bool:
         self.declared.update(n.name.value for n in node.names)
@@ -320,7 +332,7 @@ def irrefutable(case: cst.MatchCase) -> bool:
 
 @functools.lru_cache(maxsize=65536)
 def _statement_names(stmt: cst.CSTNode) -> tuple[frozenset, frozenset, frozenset]:
-    v = _BlockNames()
+    v = _BlockNames(stmt)
     stmt.visit(v)
     return frozenset(v.reads), frozenset(v.writes), frozenset(v.declared)
 

@@ -16,11 +16,15 @@ operands of ``and``/``or``/``not``, comparisons and arithmetic, and the items of
 
 from __future__ import annotations
 
+import functools
+import re
+
 import libcst as cst
 
 from ..analysis.names import block_writes, param_names
 from ..passes import Pass, Rewrite, Unchanged
 
+_FORMS = re.compile(r"\b(bool|int|float|any|all|equal)\(|\bin\b")
 _CONVERSIONS = {"bool": "bool_", "int": "int_", "float": "float_"}
 _REDUCTIONS = {"any": "any_", "all": "all_"}
 
@@ -80,10 +84,10 @@ class ConditionForms(Pass):
         ),
     ]
 
-    def __init__(self, fn: cst.FunctionDef, ctx):
-        super().__init__(fn, ctx)
-        # a builtin the function rebinds (``any = ...``, a parameter ``all``) is not Python's
-        self.shadowed = set(param_names(fn)) | block_writes(fn.body.body)
+    @functools.cached_property
+    def shadowed(self) -> set[str]:
+        """A builtin the function rebinds (``any = ...``, a parameter ``all``) is not Python's."""
+        return set(param_names(self.fn)) | block_writes(self.fn.body.body)
 
     def leave_If(self, original: cst.If, updated: cst.If):
         if not self.ctx.is_candidate(original):
@@ -97,6 +101,8 @@ class ConditionForms(Pass):
 
     @classmethod
     def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
+        if not _FORMS.search(ctx.source.text):
+            return fn  # the cheap screen: none of the forms is written anywhere
         ctx.classifier.runtime = ctx.runtime  # `_ub.bool_(t)` keeps the kind `bool(t)` had
         return super().apply(fn, ctx)
 

@@ -172,17 +172,17 @@ class IfToCond(Pass):
         declared = block_writes(body + orelse) & facts.declared_nonlocal
         if declared:
             return f"'{sorted(declared)[0]}' is declared global/nonlocal and assigned in a branch"
-        why = lost_effect(node, body + orelse, facts.defined.get(node, set()), self.ctx, "a branch")
+        why = lost_effect(node, body + orelse, facts.before(node), self.ctx, "a branch")
         if why:
             return why
-        before = facts.defined.get(node, set())
+        before = facts.before(node)
         effects = block_effects(body + orelse, self.ctx.mutating_helpers)
         mutated = effects.mutated & facts.locals
         if returns:
             outputs = None
             live_end = set()
         else:
-            live = facts.live_out.get(node, set())
+            live = facts.after(node)
             # a name only changed in place needs no output: the runtime writes the change back
             outputs = in_order(block_writes(body + orelse) & live & facts.locals, body + orelse)
             both = meet(assigned(body), assigned(orelse))
