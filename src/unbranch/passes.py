@@ -49,6 +49,10 @@ class Refused:
     message: str
 
 
+class Cannot(Exception):
+    """Raised while planning a conversion: the construct stays Python, ``str(e)`` says why."""
+
+
 class Pass(Inheriting):
     HANDLES: ClassVar[frozenset[str]] = frozenset()  # candidate kinds: "if", "loop", "assert", "ifexp"
     NEEDS: ClassVar[tuple[str, ...]] = ()  # "liveness": self.facts for the tree this pass gets

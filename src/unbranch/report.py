@@ -51,11 +51,18 @@ class Report:
                     counts[qualname] += 1
         return counts
 
+    @property
+    def left(self) -> list[tuple[str, int, str]]:
+        """(file, line, reason) of every construct left as plain Python in a rewritten function."""
+        return [(rm.source.path, n.line, n.detail) for rm in self.rewritten for n in rm.notes if n.kind == "left"]
+
     def __str__(self):
         lines = [f"{len(self.rewritten)} function(s) rewritten"]
         for rm in self.rewritten:
-            conds = sum(n.kind == "cond" for n in rm.notes)
-            lines.append(f"  {rm.qualname} ({rm.source.path}:{rm.source.line}): {conds} if(s) dispatched")
+            kinds = [n.kind for n in rm.notes if n.kind != "left"]
+            done = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds)) or "nothing converted"
+            lines.append(f"  {rm.qualname} ({rm.source.path}:{rm.source.line}): {done}")
+        lines += [f"  left as Python at {path}:{line}: {why}" for path, line, why in self.left]
         lines += [f"  skipped {name}: {why}" for name, why in self.skipped]
         return "\n".join(lines)
 

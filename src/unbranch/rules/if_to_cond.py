@@ -20,6 +20,7 @@ why, should its condition turn out to be a tensor.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -28,7 +29,7 @@ from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surroundings
 from ..analysis.names import block_writes, param_names
 from ..normalise.boolean_ops import runtime_predicate
-from ..passes import Pass, Refused, Rewrite, Unchanged
+from ..passes import Cannot, Pass, Refused, Rewrite, Unchanged
 from ._util import (
     binds_python_values,
     blockers,
@@ -40,6 +41,14 @@ from ._util import (
     lost_effect,
     tuple_node,
 )
+
+
+@dataclass(frozen=True)
+class IfPlan:
+    operands: list  # names the branch functions take
+    outputs: list | None  # names they return (None: both branches return from the function)
+    mutated: list  # operands a branch changes in place (cloned when traced, written back after)
+    kept: list  # outputs only changed in place: after the cond they are still the same objects
 
 
 class IfToCond(Pass):
@@ -119,10 +128,11 @@ class IfToCond(Pass):
         if not ctx.is_candidate(original):
             return updated
         body, orelse = list(original.body.body), orelse_body(original)
-        plan = self._plan(original, body, orelse)
-        if isinstance(plan, str):
-            return self.leave_as_python(original, updated, plan, "if")
-        operands, outputs, mutated, kept = plan
+        try:
+            plan = self._plan(original, body, orelse)
+        except Cannot as why:
+            return self.leave_as_python(original, updated, str(why), "if")
+        operands, outputs, mutated, kept = plan.operands, plan.outputs, plan.mutated, plan.kept
         then_name, else_name = ctx.namer.numbered(ctx.prefix, ("then", "else"))
         returns = outputs is None
         new_body = explicit_super(updated.body.body, ctx)
@@ -156,25 +166,21 @@ class IfToCond(Pass):
         return cst.FlattenSentinel([*defs, stmt])
 
     def _plan(self, node, body, orelse):
-        """(operands, outputs or None when both branches return, mutated, kept) or the reason it cannot.
-
-        ``kept``: outputs that are operands only changed in place (``x += 1``, never ``x = ...``):
-        after the cond they must still be the very objects they were, for later in-place changes.
-        """
+        """How the if becomes branch functions; ``Cannot`` says why it cannot."""
         for part in (body, orelse):
             found = blockers(part)
             if found:
-                return found[0][1]
+                raise Cannot(found[0][1])
         returns = ends_in_return(body) and ends_in_return(orelse)
         if not returns and returns_through_ifs([node]):
-            return "a return on some paths of the if only"
+            raise Cannot("a return on some paths of the if only")
         facts = self.facts
         declared = block_writes(body + orelse) & facts.declared_nonlocal
         if declared:
-            return f"'{sorted(declared)[0]}' is declared global/nonlocal and assigned in a branch"
+            raise Cannot(f"'{sorted(declared)[0]}' is declared global/nonlocal and assigned in a branch")
         why = lost_effect(node, body + orelse, facts.before(node), self.ctx, "a branch")
         if why:
-            return why
+            raise Cannot(why)
         before = facts.before(node)
         effects = block_effects(body + orelse, self.ctx.mutating_helpers)
         mutated = effects.mutated & facts.locals
@@ -189,7 +195,7 @@ class IfToCond(Pass):
             for name in outputs:
                 if name not in before and (both is not ALL and name not in both):
                     side = "if" if name in block_writes(body) else "else"
-                    return f"'{name}' is set only in the {side}-branch and is undefined before it"
+                    raise Cannot(f"'{name}' is set only in the {side}-branch and is undefined before it")
             live_end = set(outputs)
         reads = set()
         for part in (body, orelse):
@@ -197,13 +203,13 @@ class IfToCond(Pass):
         operands = in_order((reads | (mutated & before)) & facts.locals, body + orelse)
         for name in operands:
             if name not in before:
-                return f"'{name}' may be unbound when the if runs"
+                raise Cannot(f"'{name}' may be unbound when the if runs")
         mutated = [m for m in operands if m in mutated]
         kept = [n for n in outputs or () if n in mutated and n not in effects.rebound]
         why = self._identity_depends_on_branch(node, body, orelse, [n for n in outputs or () if n in before])
         if why:
-            return why
-        return operands, outputs, mutated, kept
+            raise Cannot(why)
+        return IfPlan(operands, outputs, mutated, kept)
 
     def _identity_depends_on_branch(self, node, body, orelse, names) -> str | None:
         """A name rebound on one side only, then changed in place after the if, where others can see it.
