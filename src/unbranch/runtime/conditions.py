@@ -95,30 +95,25 @@ def _combine(values, op: str):
 
 def any_(iterable):
     """``any(iterable)``; while tracing, the logical or of the symbolic items (all of them are evaluated)."""
-    if not tracing():
-        return any(iterable)
-    symbolic = []
-    for item in iterable:
-        truth = _truth(item)
-        if is_symbolic(truth):
-            symbolic.append(truth)
-        elif truth:
-            return True  # Python's any() is True here, whatever the items before were
-    return _combine(symbolic, "or") if symbolic else False
+    return any(iterable) if not tracing() else _fold(iterable, "or")
 
 
 def all_(iterable):
     """``all(iterable)``; while tracing, the logical and of the symbolic items (all of them are evaluated)."""
-    if not tracing():
-        return all(iterable)
+    return all(iterable) if not tracing() else _fold(iterable, "and")
+
+
+def _fold(iterable, op: str):
+    """The symbolic items joined by ``op``; a Python item that decides the result ends it as Python would."""
+    decisive = op == "or"  # any() stops at a true item, all() at a false one
     symbolic = []
     for item in iterable:
         truth = _truth(item)
         if is_symbolic(truth):
             symbolic.append(truth)
-        elif not truth:
-            return False
-    return _combine(symbolic, "and") if symbolic else True
+        elif bool(truth) == decisive:
+            return decisive
+    return _combine(symbolic, op) if symbolic else not decisive
 
 
 _CONTAINED = (torch.Tensor, numbers.Number, torch.SymInt, torch.SymFloat, torch.SymBool)
