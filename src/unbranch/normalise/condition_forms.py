@@ -24,7 +24,8 @@ import libcst as cst
 from ..analysis.names import block_writes, param_names
 from ..passes import Pass, Rewrite, Unchanged
 
-_FORMS = re.compile(r"\b(bool|int|float|any|all|equal)\(|\bin\b")
+# the cheap screen: a call of a form, or `in` on a line starting an if/elif/while
+_FORMS = re.compile(r"\b(bool|int|float|any|all|equal)\(|^\s*(?:(?:el)?if|while)\b.*\bin\b", re.MULTILINE)
 _CONVERSIONS = {"bool": "bool_", "int": "int_", "float": "float_"}
 _REDUCTIONS = {"any": "any_", "all": "all_"}
 
@@ -137,7 +138,10 @@ class ConditionForms(Pass):
     def call(self, e: cst.Call) -> cst.BaseExpression:
         func, args = e.func, e.args
         positional = all(a.keyword is None and not a.star for a in args)
-        if isinstance(func, cst.Name) and func.value not in self.shadowed and positional and len(args) == 1:
+        forms = (*_CONVERSIONS, *_REDUCTIONS)
+        if isinstance(func, cst.Name) and func.value in forms and positional and len(args) == 1:
+            if func.value in self.shadowed:
+                return e
             arg = args[0].value
             if func.value in _CONVERSIONS:
                 return self.helper(_CONVERSIONS[func.value], [_bare(self.truth(arg))], e)
@@ -147,10 +151,10 @@ class ConditionForms(Pass):
             isinstance(func, cst.Attribute)
             and isinstance(func.value, cst.Name)
             and func.value.value == "torch"
-            and "torch" not in self.shadowed
             and func.attr.value == "equal"
             and positional
             and len(args) == 2
+            and "torch" not in self.shadowed
         ):
             return self.helper("equal", [a.value for a in args], e)
         return e
