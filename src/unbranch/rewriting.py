@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from . import cache, loader, runtime
+from .analysis.classify import hints_for
 from .callees import Callees
 from .pipeline import Compiled, Options, compile_source
 from .source import SourceInfo, get_source
@@ -113,8 +114,8 @@ def _reusable(entry, fn: types.FunctionType, info: SourceInfo) -> Compiled | Non
     """The cached compilation of ``info.text`` made fit for ``fn`` at ``info``'s place, or None to compile.
 
     Same text, same meaning, except where the result depends on more than the text: the
-    helpers ``fn`` calls (resolved in its own module), the global name the runtime takes, and
-    the place (notes name absolute lines, moved here by the line offset).
+    helpers ``fn`` calls (resolved in its own module), the global name the runtime takes, the
+    naming hints registered for its file, and the place (notes name absolute lines, moved here).
     """
     if entry is None:
         return None
@@ -125,6 +126,8 @@ def _reusable(entry, fn: types.FunctionType, info: SourceInfo) -> Compiled | Non
         return None  # this module has a global of that name: the compiler must pick another
     if (origin.path, origin.line) == (info.path, info.line):
         return compiled
+    if hints_for(origin.path) != hints_for(info.path):
+        return None  # the classifier reads another code base's conventions there
     shift = info.line - origin.line  # the text and its origins are relative to the def: only notes move
     return dataclasses.replace(compiled, notes=[dataclasses.replace(n, line=n.line + shift) for n in compiled.notes])
 
