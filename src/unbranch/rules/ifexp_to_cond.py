@@ -13,8 +13,10 @@ IfToCond turns into functions next), it stays where it was.
 
 Stays Python, wrapped in ``_ub.unconverted`` (which names the reason should the condition
 turn out to be a tensor while exporting): a side that is plainly a Python value (``None``,
-a number, a string, a flag, a size), which torch.cond cannot return, and a side binding a
-name with ``:=``, which would bind it inside the lambda instead of the function.
+a number, a string, a flag, a size), which torch.cond cannot return; a side binding a
+name with ``:=``, which would bind it inside the lambda instead of the function; and
+``a = x if c else y`` where ``a``, ``x`` or ``y`` is changed in place later (Python's ``a``
+is ``x`` or ``y`` itself; a cond's output is a new tensor, the change would reach one only).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import functools
 import libcst as cst
 
 from ..analysis.classify import STATIC
+from ..analysis.effects import alias_roots, block_effects
+from ..analysis.names import target_names
 from ..normalise.boolean_ops import _bare, runtime_predicate
 from ..normalise.condition_forms import ConditionForms
 from ..passes import Pass, Refused, Rewrite, Unchanged
@@ -83,6 +87,21 @@ class IfExpToCond(Pass):
         ctx.classifier.runtime = ctx.runtime  # `_ub.bool_(t)` keeps the kind `bool(t)` had
         return super().apply(fn, ctx)
 
+    def __init__(self, fn, ctx):
+        super().__init__(fn, ctx)
+        self.bound: dict[int, set] = {}  # id of a conditional expression assigned as is -> the names it binds
+
+    @functools.cached_property
+    def mutated(self) -> frozenset:
+        """Names whose object the function changes in place somewhere (asked only about aliases)."""
+        return block_effects(self.fn.body.body, self.ctx.mutating_helpers).mutated
+
+    def visit_Assign(self, node) -> None:
+        values = node.value.elements if isinstance(node.value, cst.Tuple) else [node]
+        for v in values:
+            if isinstance(v.value, cst.IfExp):
+                self.bound[id(v.value)] = set().union(*(target_names(t.target) for t in node.targets))
+
     @functools.cached_property
     def forms(self) -> ConditionForms:
         return ConditionForms(self.fn, self.ctx)  # bool(t), x in t... in the condition
@@ -107,7 +126,7 @@ class IfExpToCond(Pass):
         ctx = self.ctx
         if self._made_by_unbranch(original) or not ctx.is_candidate(original):
             return updated
-        why = self._why_not(updated)
+        why = self._why_not(updated, original)
         if why:
             return self.leave_as_python(original, updated, why, "conditional expression")
         test = runtime_predicate(self.forms.truth(updated.test), ctx)
@@ -116,7 +135,7 @@ class IfExpToCond(Pass):
             "if_exp", _bare(test), cst.Lambda(cst.Parameters(), then), cst.Lambda(cst.Parameters(), orelse)
         )
         ctx.note(original, "cond", "conditional expression -> _ub.if_exp")
-        return call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return call  # (a call needs no parentheses of its own)
 
     def _made_by_unbranch(self, node: cst.IfExp) -> bool:
         """``_ub.given(b) if _ub.right_needed(t, "and") else None`` (boolean_ops): a Python test."""
@@ -128,11 +147,20 @@ class IfExpToCond(Pass):
             and test.func.value.value == self.ctx.runtime
         )
 
-    def _why_not(self, node: cst.IfExp) -> str | None:
+    def _why_not(self, node: cst.IfExp, original: cst.IfExp) -> str | None:
         for side in (node.body, node.orelse):
             found = _Unmovable.find(side)
             if found:
                 return f"{found} in a side of the conditional expression"
+        roots = alias_roots(original)
+        if roots and id(original) in self.bound:
+            # ``a = x if c else y``: ``a`` is ``x`` or ``y`` itself, a cond output never is
+            changed = sorted((roots | self.bound[id(original)]) & self.mutated)
+            if changed:
+                return (
+                    f"'{changed[0]}' is changed in place and the conditional expression gives back "
+                    f"'{sorted(roots)[0]}' itself (a cond returns a new tensor: the change would not reach the other name)"
+                )
         for side in (node.body, node.orelse):
             value = self._python_value(side)
             if value is not None:
