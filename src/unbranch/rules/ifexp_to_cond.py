@@ -11,6 +11,8 @@ cond's inputs in both export modes. Wherever the expression is (an argument, a r
 comprehension's result, another conditional expression, a branch of an ``if`` that
 IfToCond turns into functions next), it stays where it was.
 
+A conditional expression whose sides are both plainly Python values
+(``() if output_attentions else None``) is a Python one whatever its condition: untouched.
 Stays Python, wrapped in ``_ub.unconverted`` (which names the reason should the condition
 turn out to be a tensor while exporting): a side that is plainly a Python value (``None``,
 a number, a string, a flag, a size), which torch.cond cannot return; a side binding a
@@ -68,8 +70,9 @@ class IfExpToCond(Pass):
         ),
         Unchanged(
             """
-            def forward(self, x, mask=None, scale=None):
+            def forward(self, x, mask=None, scale=None, keep=False):
                 y = x if mask is None else x * mask
+                states = () if keep else None  # Python values on both sides, whatever `keep` is
                 return y * (1.0 if scale is None else scale) if self.training else y
             """
         ),
@@ -126,6 +129,8 @@ class IfExpToCond(Pass):
         ctx = self.ctx
         if self._made_by_unbranch(original) or not ctx.is_candidate(original):
             return updated
+        if all(self._plainly_python(side) for side in (updated.body, updated.orelse)):
+            return updated  # `() if output_attentions else None`: no tensor can come out of it
         why = self._why_not(updated, original)
         if why:
             return self.leave_as_python(original, updated, why, "conditional expression")
@@ -170,6 +175,13 @@ class IfExpToCond(Pass):
                     "which torch.cond cannot return"
                 )
         return None
+
+    def _plainly_python(self, e: cst.BaseExpression) -> bool:
+        if isinstance(e, (cst.Tuple, cst.List)):
+            return all(self._plainly_python(el.value) for el in e.elements)  # () too
+        if isinstance(e, cst.Dict):
+            return not e.elements
+        return self._python_value(e) is not None
 
     def _python_value(self, e: cst.BaseExpression) -> cst.BaseExpression | None:
         """The part of ``e`` that is plainly not a tensor (a literal, a flag, a size), if any."""

@@ -146,6 +146,8 @@ class RaiseToCheck(Pass):
                 runtime_predicate(cst.UnaryOperation(cst.Not(), _parenthesised(updated.test)), self.ctx)
             )
             rest, trailing = list(updated.body.body), orelse.body.body[0].trailing_whitespace
+            if trailing.comment is None and updated.body.header.comment is not None:
+                trailing = updated.body.header  # the comment on the `if` line stays with the check
         check = cst.SimpleStatementLine(
             [cst.Expr(self._raise_if(failed, raised.exc))],
             leading_lines=updated.leading_lines,
