@@ -74,9 +74,9 @@ KNOWN_BUGS = {
 class _Writer:
     """Draws one program; ``names`` is always the set of tensor variables defined on every path."""
 
-    def __init__(self, draw, arity: int, known_bugs: bool, budget: int, effects: bool = False):
+    def __init__(self, draw, arity: int, known_bugs: bool, budget: int, effects: bool = False, ternaries=False):
         self.draw, self.arity, self.known_bugs, self.budget = draw, arity, known_bugs, budget
-        self.effects = effects
+        self.effects, self.ternaries = effects, ternaries
         # one program in four may append to the list or call the closure (ifs doing so are refused)
         self.refusable = effects and draw(st.integers(0, 3)) == 0
 
@@ -89,6 +89,8 @@ class _Writer:
         ``fresh`` excludes a bare name: ``a = x`` would alias, and a later ``a += 1`` in a branch
         (rebound there by design) would then no longer update ``x`` as Python does.
         """
+        if self.ternaries and depth == 0 and self.draw(st.integers(0, 3)) == 0:
+            return ternary(self, names, depth, fresh)
         kinds = ("unary", "binary") if fresh and not self.effects else ("name", "name", "unary", "binary")
         kind = self.choose(kinds) if depth < 2 else "name"
         if kind == "name":
@@ -188,6 +190,15 @@ class _Writer:
         return lines, set.intersection(*open_ends) if open_ends else None
 
 
+def ternary(writer: _Writer, names, depth: int, fresh: bool) -> tuple[str, bool]:
+    """``(a if p else b)``: sides of one shape and dtype, on a tensor, shape or Python test."""
+    test = writer.predicate(names, depth=2)  # one test, no and/or/not (those are the ifs' business)
+    then = writer.expr(names, 1, fresh)  # (depth 1: a fresh side is never a bare name)
+    nested = depth == 0 and writer.draw(st.integers(0, 3)) == 0
+    orelse = ternary(writer, names, depth + 1, fresh) if nested else writer.expr(names, 1, fresh)
+    return f"({then[0]} if {test} else {orelse[0]})", True
+
+
 def _paren(text: str, atomic: bool) -> str:
     return text if atomic else f"({text})"
 
@@ -197,9 +208,14 @@ def _indent(lines):
 
 
 @st.composite
-def programs(draw, known_bugs: bool = False, max_statements: int = MAX_STATEMENTS, effects: bool = False) -> str:
-    """Source text of ``def f(x, y, flag, n, mask)``; ``known_bugs`` also draws the KNOWN_BUGS constructs."""
-    writer = _Writer(draw, draw(st.integers(1, 2)), known_bugs, max_statements, effects)
+def programs(
+    draw, known_bugs: bool = False, max_statements: int = MAX_STATEMENTS, effects: bool = False, ternaries=False
+) -> str:
+    """Source text of ``def f(x, y, flag, n, mask)``; ``known_bugs`` also draws the KNOWN_BUGS constructs.
+
+    ``ternaries``: expressions may also be conditional expressions ``(a if p else b)``.
+    """
+    writer = _Writer(draw, draw(st.integers(1, 2)), known_bugs, max_statements, effects, ternaries)
     body, after = writer.block(set(PARAMS), 0)
     if after is not None:
         body.append(writer.ret(after))
@@ -210,11 +226,12 @@ def programs(draw, known_bugs: bool = False, max_statements: int = MAX_STATEMENT
 
 
 _TENSOR_IF = re.compile(r"^\s*(?:el)?if .*\.", re.MULTILINE)  # only tensor and shape tests have a dot
+_TENSOR_IFEXP = re.compile(r" if [^\n]*?\.[^\n]*? else ")  # (roughly: may also match a dot in a side)
 
 
 def branches_on_tensors(source: str) -> bool:
     """Does the program have an ``if`` that can become a cond? Only those are worth an export."""
-    return _TENSOR_IF.search(source) is not None
+    return _TENSOR_IF.search(source) is not None or _TENSOR_IFEXP.search(source) is not None
 
 
 # --- the check --------------------------------------------------------------------------------

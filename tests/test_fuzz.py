@@ -52,3 +52,21 @@ def test_effects_rewritten_matches_original(source):
 def test_effects_exported_matches_original(source, python_args):
     divergence = check_export(source, python_args, strict=False)
     assert divergence is None or divergence.kind == "refusal", str(divergence)
+
+
+# conditional expressions (a if p else b) among the expressions
+TERNARIES = programs(ternaries=True)
+
+
+@settings(BOUNDED, max_examples=40)
+@given(TERNARIES)
+def test_ternaries_rewritten_matches_original(source):
+    result = check_eager(source)
+    assert result.divergence is None, str(result.divergence)
+
+
+@settings(BOUNDED, max_examples=4)
+@given(programs(max_statements=12, ternaries=True).filter(branches_on_tensors), st.sampled_from(PYTHON_ARGS))
+def test_ternaries_exported_matches_original(source, python_args):
+    divergence = check_export(source, python_args, strict=False)
+    assert divergence is None or divergence.kind == "refusal", str(divergence)

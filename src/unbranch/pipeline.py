@@ -22,6 +22,7 @@ from .normalise.leading_break import LeadingBreak
 from .origins import Origins
 from .rules.for_to_scan import ForToScan
 from .rules.if_to_cond import IfToCond
+from .rules.ifexp_to_cond import IfExpToCond
 from .rules.raise_to_check import RaiseToCheck
 from .rules.while_to_loop import WhileToLoop
 from .source import SourceInfo
@@ -32,6 +33,7 @@ PASSES = [
     EarlyReturn,  # the code after a one-sided return moves into the other branch
     LeadingBreak,  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
     ConditionForms,  # bool(t), x in t, any(...), torch.equal in dispatched tests
+    IfExpToCond,  # before IfToCond: a conditional expression in a branch moves into its function as a call
     IfToCond,  # liveness on the final shape of the code, then branch functions
     ForToScan,  # after the ifs: a converted if inside a loop is plain statements by now
     WhileToLoop,

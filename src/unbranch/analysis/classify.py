@@ -463,11 +463,12 @@ class Classifier:
         return self.kind(iterable) in (SHAPE, TENSOR)
 
     def candidates(self, fn: ast.FunctionDef) -> set[str]:
-        """What in ``fn`` a rule may rewrite: {"if", "assert", "loop"} (a cheap screen; rules decide)."""
+        """What in ``fn`` a rule may rewrite: {"if", "assert", "loop", "ifexp"} (a cheap screen; rules decide)."""
         found = set()
+        kinds = {ast.If: "if", ast.While: "loop", ast.Assert: "assert", ast.IfExp: "ifexp"}
         for node in _own_nodes(fn):
-            if isinstance(node, (ast.If, ast.While, ast.Assert)) and self.kind(node.test) != STATIC:
-                found.add({ast.If: "if", ast.While: "loop", ast.Assert: "assert"}[type(node)])
+            if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and self.kind(node.test) != STATIC:
+                found.add(kinds[type(node)])
             elif isinstance(node, ast.For) and self.loop_candidate(node.iter):
                 found.add("loop")
         return found

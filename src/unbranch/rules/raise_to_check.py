@@ -1,10 +1,14 @@
-"""``if cond: raise E(msg)`` -> ``_ub.raise_if(cond, lambda: E(msg))``; ``assert`` likewise.
+"""``if cond: raise E(msg)`` -> ``_ub.raise_if(cond, lambda: E(msg))``; ``assert`` and ``else: raise`` likewise.
 
     if (x < 0).any():                         _ub.raise_if((x < 0).any(), lambda: ValueError("negative"))
         raise ValueError("negative")   ->
 
 Eager runs raise exactly ``E(msg)``; under export the check becomes a runtime assertion in
-the graph instead of a data-dependent branch. An ``else`` part follows the check unchanged.
+the graph instead of a data-dependent branch. An ``else`` part follows the check unchanged;
+``if c: body else: raise E(msg)`` becomes the check ``_ub.raise_if(_ub.not_(c), ...)`` then
+``body``. The exception is built only when the check fails; a message formatting values
+(``f"{x.min().item()}"``, ``f"{x.shape}"``) also gets its source text, which the runtime
+shows under export, where those values are symbolic.
 ``assert cond, msg`` on a condition that may be a tensor becomes
 ``_ub.raise_if(_ub.not_(cond), lambda: AssertionError(msg))``.
 """
@@ -47,10 +51,26 @@ class RaiseToCheck(Pass):
             """,
             """
             def forward(self, x):
-                _ub.raise_if(_ub.or_(x.shape[0] < 2, lambda: _ub.not_(torch.isfinite(x).all())), lambda: ValueError(f"bad input {x.shape}"))
+                _ub.raise_if(_ub.or_(x.shape[0] < 2, lambda: _ub.not_(torch.isfinite(x).all())), lambda: ValueError(f"bad input {x.shape}"), 'ValueError: bad input {x.shape}')
                 y = x + 1
                 return y
             """,
+        ),
+        Rewrite(  # the raise on the else side: the check that the condition holds, then the if-branch
+            """
+            def forward(self, x):
+                if (x >= 0).all():
+                    y = x.sqrt()
+                else:
+                    raise ValueError(f"negative input, min {x.min().item():.3f}")
+                return y
+            """,
+            """
+            def forward(self, x):
+                _ub.raise_if(_ub.not_((x >= 0).all()), lambda: ValueError(f"negative input, min {x.min().item():.3f}"), 'ValueError: negative input, min {x.min().item():.3f}')
+                y = x.sqrt()
+                return y
+            """,  # noqa: E501
         ),
         Rewrite(
             """
@@ -111,22 +131,29 @@ class RaiseToCheck(Pass):
         return False
 
     def leave_If(self, original, updated):
-        body = updated.body.body
-        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
-            return updated
-        exc = body[0].body[0]
-        if not isinstance(exc, cst.Raise) or exc.exc is None or exc.cause is not None:
-            return updated
-        if not self.ctx.is_candidate(original):
-            return updated
-        call = self.ctx.runtime_call(
-            "raise_if", runtime_predicate(updated.test, self.ctx), cst.Lambda(cst.Parameters(), exc.exc)
-        )
+        raised = _single_raise(updated.body.body)
+        if raised is not None:  # if c: raise E  (an else part follows the check)
+            if not self.ctx.is_candidate(original):
+                return updated
+            failed, rest = runtime_predicate(updated.test, self.ctx), orelse_body(updated)
+            trailing = updated.body.body[0].trailing_whitespace
+        else:  # if c: ... else: raise E  ->  the check that c holds, then the if-branch
+            orelse = updated.orelse
+            raised = _single_raise(orelse.body.body) if isinstance(orelse, cst.Else) else None
+            if raised is None or not self.ctx.is_candidate(original):
+                return updated
+            failed = _unparenthesised(
+                runtime_predicate(cst.UnaryOperation(cst.Not(), _parenthesised(updated.test)), self.ctx)
+            )
+            rest, trailing = list(updated.body.body), orelse.body.body[0].trailing_whitespace
+            if trailing.comment is None and updated.body.header.comment is not None:
+                trailing = updated.body.header  # the comment on the `if` line stays with the check
         check = cst.SimpleStatementLine(
-            [cst.Expr(call)], leading_lines=updated.leading_lines, trailing_whitespace=body[0].trailing_whitespace
+            [cst.Expr(self._raise_if(failed, raised.exc))],
+            leading_lines=updated.leading_lines,
+            trailing_whitespace=trailing,
         )
         self.ctx.note(original, "check", "if ...: raise -> _ub.raise_if")
-        rest = orelse_body(updated)
         if rest and isinstance(updated.orelse, cst.If):
             rest = [rest[0].with_changes(leading_lines=[])]
         if original in self.elifs:
@@ -135,6 +162,19 @@ class RaiseToCheck(Pass):
             )
         return cst.FlattenSentinel([check, *rest])
 
+    def _raise_if(self, failed, exc) -> cst.Call:
+        """``_ub.raise_if(failed, lambda: exc)``, with the message's text when it reads values.
+
+        The lambda builds the exception only when the check fails, eagerly; under export the
+        message of a runtime assertion must be fixed at trace time, when the values it formats
+        (``x.min().item()``, ``x.shape``) are symbolic: the runtime then shows its source text.
+        """
+        args = [failed, cst.Lambda(cst.Parameters(), exc)]
+        text = message_text(exc)
+        if text is not None:
+            args.append(cst.SimpleString(repr(text)))
+        return self.ctx.runtime_call("raise_if", *args)
+
     def leave_Assert(self, original, updated):
         if self.ctx.classifier.kind(original.test) == STATIC:
             return updated
@@ -142,4 +182,63 @@ class RaiseToCheck(Pass):
         message = [cst.Arg(updated.msg)] if updated.msg is not None else []
         exc = cst.Call(cst.Name("AssertionError"), message)
         self.ctx.notes.append(Note(self.ctx.line_of(original), "check", "assert -> _ub.raise_if", TENSOR))
-        return cst.Expr(self.ctx.runtime_call("raise_if", failed, cst.Lambda(cst.Parameters(), exc)))
+        return cst.Expr(self._raise_if(failed, exc))
+
+
+def _single_raise(stmts) -> cst.Raise | None:
+    """The ``raise E`` a block consists of (no bare ``raise``, no ``from``), else None."""
+    if len(stmts) != 1 or not isinstance(stmts[0], cst.SimpleStatementLine) or len(stmts[0].body) != 1:
+        return None
+    exc = stmts[0].body[0]
+    if not isinstance(exc, cst.Raise) or exc.exc is None or exc.cause is not None:
+        return None
+    return exc
+
+
+def _parenthesised(test: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(test, (cst.BooleanOperation, cst.IfExp, cst.NamedExpr, cst.Lambda)) and not test.lpar:
+        return test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return test
+
+
+def _unparenthesised(pred: cst.BaseExpression) -> cst.BaseExpression:
+    """``_ub.not_((_ub.and_(...)))`` -> ``_ub.not_(_ub.and_(...))``."""
+    if isinstance(pred, cst.Call) and len(pred.args) == 1 and isinstance(pred.args[0].value, cst.Call):
+        inner = pred.args[0].value
+        return pred.with_changes(args=[pred.args[0].with_changes(value=inner.with_changes(lpar=[], rpar=[]))])
+    return pred
+
+
+_CONSTANT = (cst.SimpleString, cst.Integer, cst.Float, cst.Name)
+
+
+def message_text(exc: cst.BaseExpression) -> str | None:
+    """``"E: text"`` of an exception whose arguments compute something (None: they are constants).
+
+    ``ValueError(f"min {x.min().item():.3f}")`` -> ``"ValueError: min {x.min().item():.3f}"``.
+    """
+    if not isinstance(exc, cst.Call):
+        return None
+    if all(_constant(a.value) and a.keyword is None and not a.star for a in exc.args):
+        return None
+    code = cst.Module([]).code_for_node
+    return f"{code(exc.func)}: " + ", ".join(_rendered(a.value, code) for a in exc.args)
+
+
+def _constant(e) -> bool:
+    if isinstance(e, cst.ConcatenatedString):
+        return _constant(e.left) and _constant(e.right)
+    if isinstance(e, cst.FormattedString):
+        return all(isinstance(p, cst.FormattedStringText) for p in e.parts)
+    return isinstance(e, _CONSTANT)
+
+
+def _rendered(e, code) -> str:
+    """A string argument as its text (an f-string with its ``{...}`` fields as written)."""
+    if isinstance(e, cst.ConcatenatedString):
+        return _rendered(e.left, code) + _rendered(e.right, code)
+    if isinstance(e, cst.FormattedString):
+        return "".join(code(p) for p in e.parts)
+    if isinstance(e, cst.SimpleString):
+        return e.evaluated_value if isinstance(e.evaluated_value, str) else code(e)
+    return code(e)

@@ -7,7 +7,7 @@ symbolic, so eager runs of rewritten code stay exact and cheap.
 
 from .checks import raise_if, unconverted
 from .conditions import all_, any_, bool_, equal, float_, in_, int_, not_in
-from .control_flow import and_, given, if_stmt, not_, or_, right_needed
+from .control_flow import and_, given, if_exp, if_stmt, not_, or_, right_needed
 from .loops import for_each, for_range, while_stmt
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "for_each",
     "for_range",
     "given",
+    "if_exp",
     "if_stmt",
     "in_",
     "int_",

@@ -3,36 +3,74 @@
     _ub.raise_if(x.shape[0] < 2, lambda: ValueError("too short"))
 
 Eager (or a Python condition): raise exactly ``E(msg)``. Tensor condition while tracing:
-``torch._assert_async`` (the only check that keeps the message, and works in strict mode).
-SymBool: ``torch._check`` (strict export rejects a message there, TORCH_FACTS §9).
+``torch._assert_async`` (the only check that keeps the message, and works in strict mode);
+a SymBool from data (``.item()``) likewise, on its tensor form. A SymBool on sizes:
+``torch._check`` (strict export rejects a message there, TORCH_FACTS §9), after telling the
+user, with their own message, when the example input itself fails it.
 """
 
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, guard_or_false
 
-from ._tracing import fail, is_symbolic, origin_of_caller
+from ._tracing import fail, is_symbolic, origin_of_caller, tracing
 
 
-def raise_if(pred, make_exception):
+def raise_if(pred, make_exception, text=None):
+    """Raise ``make_exception()`` when ``pred`` holds; a runtime assertion when it is symbolic.
+
+    The exception is built only when the check fails. Under export the assertion's message is
+    fixed at trace time: ``text`` (the message's source, given by the compiler when the message
+    formats values, which are symbolic then) stands for it, else the message of the exception
+    built there (constant arguments).
+    """
     if not is_symbolic(pred):
         if pred:
-            raise make_exception()
+            _raise(make_exception, text)
         return
     if isinstance(pred, torch.Tensor):
-        torch._assert_async(torch.logical_not(pred), _message(make_exception))
+        torch._assert_async(torch.logical_not(pred), _message(make_exception, text))
     elif torch.compiler.is_dynamo_compiling():
-        torch._check(torch.sym_not(pred))
+        # strict export drops a check's message: should the example itself fail the check,
+        # say so with the user's text (guarding a pred on sizes adds the check's own constraint;
+        # a pred from data, ``.item()``, is not guarded and stays False here)
+        if guard_or_false(pred):
+            fail(f"{origin_of_caller(1)}: {_message(make_exception, text)}", "raise")
+        _assert_data(pred, make_exception, text)
+    elif free_unbacked_symbols(pred):
+        _assert_data(pred, make_exception, text)
     else:
-        torch._check(torch.sym_not(pred), lambda: _message(make_exception))
+        torch._check(torch.sym_not(pred), lambda: _message(make_exception, text))
 
 
-def _message(make_exception) -> str:
+def _assert_data(pred, make_exception, text):
+    """A check on a SymBool from data (``x.sum().item() > c``) that stays in the graph with its message.
+
+    ``torch._check`` drops one on a float from the graph (measured): assert its tensor form.
+    """
+    ok = torch.scalar_tensor(torch.sym_not(pred), dtype=torch.bool)
+    torch._assert_async(ok, _message(make_exception, text))
+
+
+def _raise(make_exception, text):
+    if tracing() and torch.compiler.is_dynamo_compiling():
+        # under strict export dynamo would report the user's exception as "Observed exception":
+        # raise what it lets through, with the user's text (session turns it into UnbranchError)
+        fail(f"{origin_of_caller(2)}: {_message(make_exception, text)}", "raise")
+    raise make_exception()
+
+
+def _message(make_exception, text=None) -> str:
+    if text is not None:
+        return text
     # only exc.args is readable under dynamo (str(exc) and formatting an exception are not)
     exc = make_exception()
+    if isinstance(exc, type):
+        exc = exc()
     args = exc.args
     text = args[0] if args and isinstance(args[0], str) else ""
-    return type(exc).__name__ + ": " + text
+    return f"{type(exc).__name__}: {text}"
 
 
 def unconverted(pred, why: str, construct: str = "if"):

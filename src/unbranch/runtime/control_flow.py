@@ -239,3 +239,43 @@ def not_(value):
     if isinstance(value, torch.Tensor):
         return torch.logical_not(value)
     return torch.sym_not(value)
+
+
+def if_exp(pred, then_fn, else_fn):
+    """``then_fn() if pred else else_fn()``: a conditional expression; ``torch.cond`` when ``pred`` is symbolic.
+
+    The sides are zero-argument functions (the compiler's lambdas), so only the side taken
+    runs, exactly as Python evaluates ``a if c else b``. Under ``torch.cond`` their closures
+    carry the tensors they read (torch lifts them, strict and non-strict alike); every tensor
+    a side gives back is copied, since a side returning a tensor it closes over unchanged
+    (``x if c else y``) would alias a cond input, which torch.cond rejects.
+    """
+    if not is_symbolic(pred):
+        taken = True if pred else False
+        if observers:
+            caller = sys._getframe(1)
+            for observe in observers:
+                observe(caller.f_code.co_filename, caller.f_lineno, taken)
+        return then_fn() if taken else else_fn()
+    try:
+        out = torch.cond(pred, _copied(then_fn), _copied(else_fn), ())
+    except Exception as e:  # (non-strict only: under strict export dynamo reports torch's errors itself)
+        if isinstance(pred, torch.SymBool):
+            # sides torch.cond cannot return (sizes, None...): specialise on the shape condition
+            # as the original expression does, rather than fail an export that worked before
+            return then_fn() if pred else else_fn()
+        first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
+        raise UnbranchError(
+            f"torch.cond rejected this conditional expression on a tensor condition: {first}",
+            construct=f"conditional expression at {origin_of_caller(1)}",
+        ) from e
+    return _restore_kind(out)
+
+
+def _copied(side):
+    def branch():
+        # dynamo names graph inputs after local names: no tensor is bound to one here (see _cond)
+        return pytree.tree_map_only(torch.Tensor, torch.Tensor.clone, side())
+
+    branch.__name__ = getattr(side, "__name__", "side")
+    return branch

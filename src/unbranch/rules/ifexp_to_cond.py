@@ -1,0 +1,248 @@
+"""``a if c else b`` on a condition that may be a tensor -> ``_ub.if_exp(c, lambda: a, lambda: b)``.
+
+    y = x * 2 if x.sum() > 0 else -x    ->    y = _ub.if_exp(x.sum() > 0, lambda: x * 2, lambda: -x)
+
+Each side becomes a function of no argument, so only the side taken runs, exactly as Python
+evaluates a conditional expression (the other side's effects and exceptions never happen).
+The runtime calls one of them for a Python condition, and makes a ``torch.cond`` of them
+while torch.export traces on a tensor or symbolic condition; the lambdas close over what
+they read (the comprehension's own variables too), and torch lifts those tensors into the
+cond's inputs in both export modes. Wherever the expression is (an argument, a return, a
+comprehension's result, another conditional expression, a branch of an ``if`` that
+IfToCond turns into functions next), it stays where it was.
+
+A conditional expression whose sides are both plainly Python values
+(``() if output_attentions else None``) is a Python one whatever its condition: untouched.
+Stays Python, wrapped in ``_ub.unconverted`` (which names the reason should the condition
+turn out to be a tensor while exporting): a side that is plainly a Python value (``None``,
+a number, a string, a flag, a size), which torch.cond cannot return; a side binding a
+name with ``:=``, which would bind it inside the lambda instead of the function; and
+``a = x if c else y`` where ``a``, ``x`` or ``y`` is changed in place later (Python's ``a``
+is ``x`` or ``y`` itself; a cond's output is a new tensor, the change would reach one only).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import libcst as cst
+
+from ..analysis.classify import STATIC
+from ..analysis.effects import alias_roots, block_effects
+from ..analysis.names import target_names
+from ..normalise.boolean_ops import _bare, runtime_predicate
+from ..normalise.condition_forms import ConditionForms
+from ..passes import Pass, Refused, Rewrite, Unchanged
+from ._util import explicit_super
+
+_LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+_DISPLAYS = (cst.Tuple, cst.List, cst.Set, cst.Dict)
+_SIZE_METHODS = {"size", "numel", "dim", "nelement"}
+
+
+class IfExpToCond(Pass):
+    HANDLES = frozenset({"ifexp"})
+    EXPRESSIONS = True
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, x):
+                y = x * 2 if x.sum() > 0 else -x
+                return y
+            """,
+            """
+            def forward(self, x):
+                y = _ub.if_exp(x.sum() > 0, lambda: x * 2, lambda: -x)
+                return y
+            """,
+        ),
+        Rewrite(  # nested, inside a call's arguments and a comprehension (the lambda sees `t`)
+            """
+            def forward(self, x):
+                parts = [t.relu() if t.mean() > 0 else t.abs() for t in x.split(1)]
+                return torch.cat(parts) if x.max() > 1 else (x if not (x < 0).any() else x.cos())
+            """,
+            """
+            def forward(self, x):
+                parts = [_ub.if_exp(t.mean() > 0, lambda: t.relu(), lambda: t.abs()) for t in x.split(1)]
+                return _ub.if_exp(x.max() > 1, lambda: torch.cat(parts), lambda: _ub.if_exp(_ub.not_((x < 0).any()), lambda: x, lambda: x.cos()))
+            """,  # noqa: E501
+        ),
+        Unchanged(
+            """
+            def forward(self, x, mask=None, scale=None, keep=False):
+                y = x if mask is None else x * mask
+                states = () if keep else None  # Python values on both sides, whatever `keep` is
+                return y * (1.0 if scale is None else scale) if self.training else y
+            """
+        ),
+        Refused(
+            """
+            def forward(self, x):
+                return x.mean() if x.sum() > 0 else 0.0
+            """,
+            "a side of the conditional expression is a Python value or a size (0.0), which torch.cond cannot return",
+        ),
+    ]
+
+    @classmethod
+    def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
+        ctx.classifier.runtime = ctx.runtime  # `_ub.bool_(t)` keeps the kind `bool(t)` had
+        return super().apply(fn, ctx)
+
+    def __init__(self, fn, ctx):
+        super().__init__(fn, ctx)
+        self.bound: dict[int, set] = {}  # id of a conditional expression assigned as is -> the names it binds
+
+    @functools.cached_property
+    def mutated(self) -> frozenset:
+        """Names whose object the function changes in place somewhere (asked only about aliases)."""
+        return block_effects(self.fn.body.body, self.ctx.mutating_helpers).mutated
+
+    def visit_Assign(self, node) -> None:
+        values = node.value.elements if isinstance(node.value, cst.Tuple) else [node]
+        for v in values:
+            if isinstance(v.value, cst.IfExp):
+                self.bound[id(v.value)] = set().union(*(target_names(t.target) for t in node.targets))
+
+    @functools.cached_property
+    def forms(self) -> ConditionForms:
+        return ConditionForms(self.fn, self.ctx)  # bool(t), x in t... in the condition
+
+    # what is evaluated elsewhere or only to raise stays as written
+    def visit_Parameters(self, node) -> bool:
+        return False  # defaults are evaluated when the def runs, not by the rewritten body
+
+    def visit_Decorator(self, node) -> bool:
+        return False
+
+    def visit_Annotation(self, node) -> bool:
+        return False
+
+    def visit_Raise(self, node) -> bool:
+        return False  # the exception being raised (its message) is Python's business
+
+    def visit_Assert(self, node) -> bool:
+        return False  # an assert left as Python by RaiseToCheck tests a Python value
+
+    def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp):
+        ctx = self.ctx
+        if self._made_by_unbranch(original) or not ctx.is_candidate(original):
+            return updated
+        if all(self._plainly_python(side) for side in (updated.body, updated.orelse)):
+            return updated  # `() if output_attentions else None`: no tensor can come out of it
+        why = self._why_not(updated, original)
+        if why:
+            return self.leave_as_python(original, updated, why, "conditional expression")
+        test = runtime_predicate(self.forms.truth(updated.test), ctx)
+        then, orelse = (_unwrapped(side) for side in explicit_super([updated.body, updated.orelse], ctx))
+        call = ctx.runtime_call(
+            "if_exp", _bare(test), cst.Lambda(cst.Parameters(), then), cst.Lambda(cst.Parameters(), orelse)
+        )
+        ctx.note(original, "cond", "conditional expression -> _ub.if_exp")
+        return call  # (a call needs no parentheses of its own)
+
+    def _made_by_unbranch(self, node: cst.IfExp) -> bool:
+        """``_ub.given(b) if _ub.right_needed(t, "and") else None`` (boolean_ops): a Python test."""
+        test = node.test
+        return (
+            isinstance(test, cst.Call)
+            and isinstance(test.func, cst.Attribute)
+            and isinstance(test.func.value, cst.Name)
+            and test.func.value.value == self.ctx.runtime
+        )
+
+    def _why_not(self, node: cst.IfExp, original: cst.IfExp) -> str | None:
+        for side in (node.body, node.orelse):
+            found = _Unmovable.find(side)
+            if found:
+                return f"{found} in a side of the conditional expression"
+        roots = alias_roots(original)
+        if roots and id(original) in self.bound:
+            # ``a = x if c else y``: ``a`` is ``x`` or ``y`` itself, a cond output never is
+            changed = sorted((roots | self.bound[id(original)]) & self.mutated)
+            if changed:
+                return (
+                    f"'{changed[0]}' is changed in place and the conditional expression gives back "
+                    f"'{sorted(roots)[0]}' itself (a cond returns a new tensor: the change would not reach the other name)"
+                )
+        for side in (node.body, node.orelse):
+            value = self._python_value(side)
+            if value is not None:
+                text = cst.Module([]).code_for_node(value)
+                return (
+                    f"a side of the conditional expression is a Python value or a size ({text}), "
+                    "which torch.cond cannot return"
+                )
+        return None
+
+    def _plainly_python(self, e: cst.BaseExpression) -> bool:
+        if isinstance(e, (cst.Tuple, cst.List)):
+            return all(self._plainly_python(el.value) for el in e.elements)  # () too
+        if isinstance(e, cst.Dict):
+            return not e.elements
+        return self._python_value(e) is not None
+
+    def _python_value(self, e: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The part of ``e`` that is plainly not a tensor (a literal, a flag, a size), if any."""
+        if isinstance(e, (cst.Tuple, cst.List)):
+            for el in e.elements:
+                found = self._python_value(el.value)
+                if found is not None:
+                    return found
+            return None
+        if isinstance(e, _LITERALS) or (isinstance(e, cst.Name) and e.value in ("None", "True", "False")):
+            return e
+        if _is_size(e):
+            return e
+        if not isinstance(e, _DISPLAYS) and self.ctx.classifier.kind(e) == STATIC:
+            return e  # a flag, a dtype, an identity test...
+        return None
+
+
+def _unwrapped(side: cst.BaseExpression) -> cst.BaseExpression:
+    """A call's parentheses are redundant as a lambda's body (a nested conditional, now a call)."""
+    return side.with_changes(lpar=[], rpar=[]) if isinstance(side, cst.Call) and side.lpar else side
+
+
+def _is_size(e) -> bool:
+    """``x.shape[0]``, ``x.size(-1) * 2``, ``len(x)``: a size (an int, or a SymInt under export)."""
+    if isinstance(e, cst.Integer):
+        return True
+    if isinstance(e, cst.BinaryOperation):
+        return _is_size(e.left) and _is_size(e.right)
+    if isinstance(e, cst.Subscript):
+        return isinstance(e.value, cst.Attribute) and e.value.attr.value == "shape"
+    if isinstance(e, cst.Attribute):
+        return e.attr.value == "shape"
+    if isinstance(e, cst.Call):
+        func = e.func
+        if isinstance(func, cst.Name):
+            return func.value == "len"
+        return isinstance(func, cst.Attribute) and func.attr.value in _SIZE_METHODS
+    return False
+
+
+class _Unmovable(cst.CSTVisitor):
+    """What cannot move into a lambda: ``:=`` (it would bind there), ``yield``, ``await``."""
+
+    def __init__(self) -> None:
+        self.found: str | None = None
+
+    @classmethod
+    def find(cls, node) -> str | None:
+        v = cls()
+        node.visit(v)
+        return v.found
+
+    def visit_Lambda(self, node) -> bool:
+        return False  # its own scope already
+
+    def visit_NamedExpr(self, node) -> None:
+        self.found = self.found or "an assignment expression (:=)"
+
+    def visit_Yield(self, node) -> None:
+        self.found = self.found or "yield"
+
+    def visit_Await(self, node) -> None:
+        self.found = self.found or "await"

@@ -1,0 +1,153 @@
+"""``raise``/``assert`` in converted code: checks whose messages are built only when they fail.
+
+Each module is exported with every dim dynamic in both modes; a bad input must fail the
+exported program with the user's message, eager runs stay exactly Python's.
+"""
+
+import pytest
+import torch
+from helpers import check_export, count_conds, export_rewritten
+
+import unbranch
+
+MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
+pos = lambda *s: torch.rand(*s) + 0.5  # noqa: E731
+neg = lambda *s: -torch.rand(*s) - 0.5  # noqa: E731
+
+
+class ElseRaises(torch.nn.Module):
+    def forward(self, x):
+        if (x >= 0).all():
+            y = x.sqrt()
+        else:
+            raise ValueError("negative input")
+        return y * 2
+
+
+class ItemMessage(torch.nn.Module):
+    def forward(self, x):
+        if (x < 0).any():
+            raise ValueError(f"negative input, min {x.min().item():.3f}")
+        return x * 2
+
+
+class ShapeMessage(torch.nn.Module):
+    def forward(self, x):
+        assert (x > 0).all(), f"non-positive input of shape {x.shape}"
+        return x * 2
+
+
+class CountedMessage(torch.nn.Module):
+    """The message comes from a method: it must run only when the check fails."""
+
+    def __init__(self):
+        super().__init__()
+        self.built = 0
+
+    def describe(self, x):
+        self.built += 1
+        return f"bad input {x.sum().item()}"
+
+    def forward(self, x):
+        if (x < 0).any():
+            raise ValueError(self.describe(x))
+        return x + 1
+
+
+MESSAGES = {
+    ElseRaises: "negative input",
+    ItemMessage: r"negative input, min \{x.min\(\).item\(\):.3f\}",
+    ShapeMessage: r"non-positive input of shape \{x.shape\}",
+    CountedMessage: r"ValueError: self.describe\(x\)",  # (its source: never called while exporting)
+}
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize("model", list(MESSAGES), ids=[m.__name__ for m in MESSAGES])
+def test_check_exports_and_fails_with_the_message(model, strict):
+    m = model()
+    ep = check_export(m, (pos(3, 4),), [(pos(4, 3),), (pos(7, 2),)], strict, conds=0)
+    assert getattr(m, "built", 0) == 0  # the message was never built while exporting
+    with pytest.raises(RuntimeError, match=MESSAGES[model]):
+        ep.module()(neg(5, 2))
+
+
+@pytest.mark.parametrize("model", list(MESSAGES), ids=[m.__name__ for m in MESSAGES])
+def test_eager_raises_exactly_the_original(model):
+    m = model()
+    bad = neg(3, 3)
+    with pytest.raises((ValueError, AssertionError)) as original:
+        m(bad)
+    built = getattr(m, "built", 0)
+    with unbranch.torch_export_rewrite(rewrite=[model.forward]) as report:
+        assert "_ub.raise_if(" in report.rewritten[0].code and "else:" not in report.rewritten[0].code
+        good = pos(3, 3)
+        torch.testing.assert_close(m(good), model.forward(m, good))
+        if built:
+            assert m.built == built  # only the failing call built a message
+        with pytest.raises(type(original.value)) as rewritten:
+            m(bad)
+    # (pytest adds its introspection after the first line of an assert's message in this file)
+    assert str(rewritten.value).splitlines()[0] == str(original.value).splitlines()[0]
+
+
+class ColumnsChecked(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[1] != 3:
+            raise ValueError(f"need 3 columns, got {x.shape[1]}")
+        return x * 2
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_example_failing_a_shape_check_says_so(strict):
+    # the example has 4 columns: export must fail with the user's text, not dynamo's
+    # "Expected cond to be True" (strict) nor a symbol in place of the value
+    with pytest.raises(Exception, match=r"need 3 columns, got \{x.shape\[1\]\}") as info:
+        export_rewritten(ColumnsChecked(), (pos(3, 4),), strict)
+    if strict:
+        assert isinstance(info.value, unbranch.UnbranchError)
+        assert "test_checks.py:" in str(info.value)
+    batch = ({0: torch.export.Dim.DYNAMIC},)  # (the check fixes the columns: a dynamic dim 1 would be violated)
+    ep = export_rewritten(ColumnsChecked(), (pos(3, 3),), strict, dynamic_shapes=batch)
+    x = pos(5, 3)
+    torch.testing.assert_close(ep.module()(x), x * 2)
+
+
+class Limited(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        if self.n > 2:  # not plainly Python (self.n may be a tensor): a check
+            raise ValueError(f"n is {self.n}")
+        return x + self.n
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_python_condition_true_while_exporting(strict):
+    assert "_ub.raise_if(" in unbranch.transform_method(Limited.forward).code
+    expected = unbranch.UnbranchError if strict else ValueError  # (strict: dynamo lets no user exception out)
+    with pytest.raises(expected, match=r"n is (3|\{self.n\})"):
+        export_rewritten(Limited(3), (pos(3, 3),), strict)
+    check_export(Limited(1), (pos(3, 3),), [(pos(5, 2),)], strict, conds=0)
+
+
+class DataCheck(torch.nn.Module):
+    def forward(self, x):
+        if x.sum().item() > 1000:
+            raise ValueError("too big")
+        return x * 2
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_check_on_a_data_dependent_float_stays_in_the_graph(strict):
+    # torch._check drops a check on an unbacked float (measured): it must still fail at run time
+    ep = check_export(DataCheck(), (pos(3, 4),), [(pos(4, 3),)], strict, conds=0)
+    with pytest.raises(RuntimeError, match="too big"):
+        ep.module()(pos(4, 3) * 1000)
+
+
+def test_no_cond_for_a_check():
+    ep = export_rewritten(ElseRaises(), (pos(3, 4),), False)
+    assert count_conds(ep) == 0
