@@ -8,11 +8,12 @@ symbolic, so eager runs of rewritten code stay exact and cheap.
 from .checks import raise_if, unconverted
 from .conditions import all_, any_, bool_, equal, float_, in_, int_, not_in
 from .control_flow import and_, given, if_stmt, not_, or_, right_needed
-from .loops import for_each, for_range, while_stmt
+from .loops import at, for_each, for_range, unconverted_loop, while_stmt
 
 __all__ = [
     "all_",
     "and_",
+    "at",
     "any_",
     "bool_",
     "equal",
@@ -29,5 +30,6 @@ __all__ = [
     "raise_if",
     "right_needed",
     "unconverted",
+    "unconverted_loop",
     "while_stmt",
 ]
