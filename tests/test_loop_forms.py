@@ -237,3 +237,88 @@ def test_data_dependent_sequence_fails_clearly():
         torch.testing.assert_close(Experts()(x), _original(Experts(), (x,)))
     with pytest.raises(Exception, match="depends on tensor data"):
         export_rewritten(Experts(), (x,), False, dynamic_shapes=({0: Dim.DYNAMIC},))
+
+
+class RowViewChanged(torch.nn.Module):
+    def forward(self, x):
+        out = x.clone()
+        for i in range(x.shape[0]):
+            r = out[i]
+            r.mul_(2)
+            out[i][0] = 1.0
+        return out
+
+
+def test_row_changed_through_a_view_stays_python_with_a_note():
+    rm = unbranch.transform_method(RowViewChanged.forward)
+    assert "for_range" not in rm.code
+    assert any("changed in place (under export it is a copy)" in n.detail for n in rm.notes)
+    x = torch.randn(3, 2)
+    with unbranch.torch_export_rewrite(rewrite=[RowViewChanged.forward]):
+        torch.testing.assert_close(RowViewChanged()(x), _original(RowViewChanged(), (x,)))
+
+
+class RowsInPlace(torch.nn.Module):
+    """In-place updates of rows written back by assignment: out[i] += v, out[i] = f(out[i])."""
+
+    def forward(self, x):
+        out = x.clone()
+        for i in range(x.shape[0]):
+            out[i] += x[i - 1]
+            out[i] = torch.relu(out[i]) * 2
+            out[:, 0] += out[i, 1]
+        return out
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_rows_updated_in_place(strict):
+    check(RowsInPlace(), rows(3), strict, scans=1)
+
+
+class Appends(torch.nn.Module):
+    """outs.append(f(x[i])) then torch.stack / torch.cat: the list becomes the scan's outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        outs = []
+        firsts = []
+        h = torch.zeros(x.shape[1])
+        for i in range(x.shape[0]):
+            h = torch.tanh(self.lin(x[i]) + h)
+            outs.append(h * (i + 1))
+            firsts.append(x[i, :1])
+        return torch.stack(outs), torch.cat(outs, dim=-1), torch.stack(outs, dim=1), torch.cat(firsts), h
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_appended_list_stacked_after_the_loop(strict):
+    check(Appends(), rows(3), strict, scans=1)
+
+
+class AppendRows(torch.nn.Module):
+    def forward(self, x):
+        outs = []
+        for row in x:
+            outs.append(row.relu() + 1)
+        return torch.stack(outs, dim=-1)
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_appended_rows(strict):
+    check(AppendRows(), rows(2), strict, scans=1)
+
+
+def test_list_used_otherwise_stays_python_with_a_note():
+    class Counted(torch.nn.Module):
+        def forward(self, x):
+            outs = []
+            for i in range(x.shape[0]):
+                outs.append(x[i])
+            return torch.stack(outs) * len(outs)
+
+    rm = unbranch.transform_method(Counted.forward)
+    assert "for_range" not in rm.code
+    assert any("container 'outs'" in n.detail for n in rm.notes)

@@ -132,6 +132,10 @@ class LoopRule(Pass):
         super().__init__(fn, ctx)
         self._user_names = taken_names(ctx.source.text)
         self._outer_facts: list = []
+        self._functions: list = [fn]  # the function each visited statement is in (innermost last)
+
+    def _scope(self):
+        return self._functions[-1]
 
     def _generated(self, node) -> bool:
         """A function unbranch wrote (a branch function, an inner loop's body): loops in it are code too."""
@@ -143,12 +147,14 @@ class LoopRule(Pass):
         if not self._generated(node):
             return False  # the user's own nested functions stay as written
         self._outer_facts.append(self.facts)
+        self._functions.append(node)
         self.facts = analyse_function(node)  # facts of the function the loop is in
         return True
 
     def leave_FunctionDef(self, original, updated):
         if self._generated(original):
             self.facts = self._outer_facts.pop()
+            self._functions.pop()
         return updated
 
     def is_candidate(self, original) -> bool:

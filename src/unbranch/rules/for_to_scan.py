@@ -13,8 +13,11 @@ Python loop. The index is an ordinary integer eagerly and a 0-d integer tensor u
 export, so it may be used in arithmetic; a subscript holding it (``x[i - 1]``,
 ``out[i, :]``, ``x[:, i]``) is written ``_ub.at(x)[i - 1]``, which indexes with
 ``index_select``/``index_put_`` there (``_ub.at(t)`` is ``t`` itself eagerly). Tensors changed in place (``out[i] = v``,
-``acc += v``) are carried: ``mutated`` lists them, ``kept`` those never rebound. A ``for ...
-else`` (no ``break``: the else always runs) keeps its else after the call.
+``acc += v``) are carried: ``mutated`` lists them, ``kept`` those never rebound. A list the
+body appends to (``outs.append(v)``) and that is only stacked after the loop
+(``torch.stack(outs)``, ``torch.cat(outs, dim)``) becomes the scan's per-step outputs
+(``appends``; ``_ub.stack``/``_ub.cat`` take either form). A ``for ... else`` (no
+``break``: the else always runs) keeps its else after the call.
 
 Stays Python, with the reason: ``break``/``return`` in the body, an index bounding a slice
 (``x[:i]``, a different shape at each step) or used after the loop, a row changed in
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..analysis.effects import block_effects
+from ..analysis.liveness import surroundings
 from ..analysis.names import expr_reads
 from ..origins import Inheriting
 from ..passes import Rewrite, Unchanged
@@ -105,6 +109,112 @@ class _IndexUses(cst.CSTVisitor):
                 self.problem = f"the loop index '{name}' bounds a slice (each step would have another shape)"
 
 
+class _RowsChanged(cst.CSTVisitor):
+    """A row taken with the loop index and then changed in place (``out[i][0] = v``,
+    ``out[i].add_(1)``, ``r = out[i]; r.mul_(2)``): under export such a row is a copy."""
+
+    def __init__(self, indices):
+        self.indices = set(indices)
+        self.rows: set[str] = set()  # names bound to a row taken with the index
+        self.found = False
+
+    def visit_FunctionDef(self, node):
+        return True  # generated branch functions of ifs in the body run in the step too
+
+    def _indexed(self, expr) -> bool:
+        """Does ``expr`` (a receiver or store target's value) hold ``t[... i ...]``?"""
+        while isinstance(expr, (cst.Subscript, cst.Attribute)):
+            if isinstance(expr, cst.Subscript) and any(expr_reads(el.slice) & self.indices for el in expr.slice):
+                return True
+            expr = expr.value
+        return False
+
+    def _store(self, target):
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._store(el.value)
+        elif isinstance(target, (cst.Subscript, cst.Attribute)):
+            self.found |= self._indexed(target.value) or _root_name(target) in self.rows
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self._store(t.target)
+            if isinstance(t.target, cst.Name) and self._indexed(node.value):
+                self.rows.add(t.target.value)
+
+    def visit_AugAssign(self, node):
+        self._store(node.target)
+        if isinstance(node.target, cst.Name) and node.target.value in self.rows:
+            self.found = True
+
+    def visit_Call(self, node):
+        f = node.func
+        if isinstance(f, cst.Attribute) and f.attr.value.endswith("_") and not f.attr.value.endswith("__"):
+            self.found |= self._indexed(f.value) or _root_name(f.value) in self.rows
+
+
+_STACKS = {"stack", "cat"}
+
+
+def _append_target(stmt) -> tuple[str, cst.BaseExpression] | None:
+    """``(outs, v)`` for a statement ``outs.append(v)``."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
+        return None
+    call = stmt.body[0].value
+    f = call.func if isinstance(call, cst.Call) else None
+    if not (isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value == "append"):
+        return None
+    if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+        return None
+    return f.value.value, call.args[0].value
+
+
+def _stack_of(call: cst.Call) -> str | None:
+    """``outs`` for ``torch.stack(outs, ...)`` / ``torch.cat(outs, ...)``."""
+    f = call.func
+    if (
+        isinstance(f, cst.Attribute)
+        and isinstance(f.value, cst.Name)
+        and f.value.value == "torch"
+        and f.attr.value in _STACKS
+        and call.args
+        and call.args[0].keyword is None
+        and not call.args[0].star
+        and isinstance(call.args[0].value, cst.Name)
+    ):
+        return call.args[0].value.value
+    return None
+
+
+class _Uses(cst.CSTVisitor):
+    """How often each name is read, and how often as the list of ``torch.stack``/``torch.cat``."""
+
+    def __init__(self):
+        self.all: dict[str, int] = {}
+        self.stacked: dict[str, int] = {}
+
+    def visit_Name(self, node):
+        self.all[node.value] = self.all.get(node.value, 0) + 1
+
+    def visit_Call(self, node):
+        name = _stack_of(node)
+        if name is not None:
+            self.stacked[name] = self.stacked.get(name, 0) + 1
+
+
+def _uses(stmts) -> _Uses:
+    v = _Uses()
+    for s in stmts:
+        s.visit(v)
+    return v
+
+
+def _root_name(expr) -> str | None:
+    while isinstance(expr, (cst.Subscript, cst.Attribute)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
 class _AtSubscripts(Inheriting):
     """``t[i - 1]``, ``t[i, j]`` -> ``_ub.at(t)[...]``: indexing by a loop index (a 0-d tensor under export)."""
 
@@ -130,6 +240,7 @@ class _AtSubscripts(Inheriting):
 
 class ForToScan(LoopRule):
     CONSTRUCT = "for"
+    EXPRESSIONS = True  # torch.stack(outs) after a loop that appends to outs: _ub.stack(outs)
     EXAMPLES = [
         Rewrite(
             """
@@ -192,6 +303,24 @@ class ForToScan(LoopRule):
                 return total
             """,
         ),
+        Rewrite(
+            """
+            def forward(self, x):
+                outs = []
+                for row in x:
+                    outs.append(row.relu())
+                return torch.stack(outs)
+            """,
+            """
+            def forward(self, x):
+                outs = []
+                def loop_body_1(row):
+                    outs_item = row.relu()
+                    return outs_item
+                outs = _ub.for_each(x, loop_body_1, appends=(outs,))
+                return _ub.stack(outs)
+            """,
+        ),
         Unchanged(
             """
             def forward(self, x):
@@ -216,6 +345,29 @@ class ForToScan(LoopRule):
     def __init__(self, fn, ctx):
         super().__init__(fn, ctx)
         self._indices: list[set[str]] = []  # the integer indices of the enclosing candidate loops
+        self._stacked: set[str] = set()  # lists a converted loop appends to (stacked under a scan)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        name = _stack_of(updated)
+        if name is None or name not in self._stacked:
+            return updated
+        return updated.with_changes(func=cst.Attribute(cst.Name(self.ctx.runtime), cst.Name(updated.func.attr.value)))
+
+    def _appends(self, original: cst.For, body) -> list[tuple[int, str]]:
+        """(position in the body, list) of each ``outs.append(v)`` whose list is only stacked after the loop."""
+        found = []
+        before = self.facts.defined.get(original, set())
+        inside = _uses(as_written(body, self.ctx.runtime))
+        _, after = surroundings(self._scope(), original)
+        later = _uses(after)
+        for k, stmt in enumerate(body):
+            target = _append_target(stmt)
+            if target is None or target[0] not in before or inside.all.get(target[0]) != 1:
+                continue
+            name = target[0]
+            if later.all.get(name, 0) == later.stacked.get(name, 0):
+                found.append((k, name))
+        return found
 
     def visit_For(self, node: cst.For) -> bool:
         form = iteration(node) if self.is_candidate(node) else None
@@ -251,7 +403,19 @@ class ForToScan(LoopRule):
             s.visit(uses)
         if uses.problem:
             return Refusal(uses.problem)
-        state = self.carried(original, body, None, exclude=form.targets, after=after)
+        appends = self._appends(original, body)
+        lists = [name for _, name in appends]
+        items = {k: self.ctx.namer.new(f"{name}_item") for k, name in appends}
+        body = [
+            cst.SimpleStatementLine(
+                [cst.Assign([cst.AssignTarget(cst.Name(items[k]))], _append_target(stmt)[1])],
+                leading_lines=stmt.leading_lines,
+            )
+            if k in items
+            else stmt
+            for k, stmt in enumerate(body)
+        ]
+        state = self.carried(original, body, None, exclude=[*form.targets, *items.values()], after=after)
         if isinstance(state, Refusal):
             return state
         rows = set(form.targets) - set(form.indices)
@@ -261,9 +425,21 @@ class ForToScan(LoopRule):
                 f"the loop variable '{sorted(changed)[0]}' (a row of what the loop iterates) is changed in place"
             )
         if form.indices:
+            rows_changed = _RowsChanged(form.indices)
+            for s in as_written(body, self.ctx.runtime):
+                s.visit(rows_changed)
+            if rows_changed.found:
+                return Refusal(
+                    "a row taken with the loop index is changed in place (under export it is a copy): "
+                    "write it back with an assignment, e.g. out[i] = out[i] * 2"
+                )
             at = _AtSubscripts(form.indices, self.ctx.runtime, self.ctx.origins)
             body = [s.visit(at) for s in body]
         keywords = {"carry": cst.Tuple([cst.Element(cst.Name(n)) for n in state.names]), **state.keywords()}
         keywords.update(form.keywords)
-        function = Function("body", [*form.targets, *state.names], body, state.names)
-        return LoopPlan(form.helper, [function], [form.over, "body"], keywords, state.names, after)
+        if lists:
+            keywords["appends"] = cst.Tuple([cst.Element(cst.Name(n)) for n in lists])
+            self._stacked.update(lists)
+        returns = [*state.names, *items.values()]
+        function = Function("body", [*form.targets, *state.names], body, returns)
+        return LoopPlan(form.helper, [function], [form.over, "body"], keywords, [*state.names, *lists], after)

@@ -97,31 +97,38 @@ def _refuse_data_dependent(construct: str):
 
 
 def _scan(step, carry, xs, device):
+    """(final carry, stacked per-step outputs)."""
     from torch._higher_order_ops.scan import scan
 
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
-    state, _ = scan(step, init, xs)
-    return tuple(state)[: len(carry)]
+    state, ys = scan(step, init, xs)
+    return tuple(state)[: len(carry)], tuple(ys)
 
 
-def for_range(bounds, body, carry=(), mutated=(), kept=()):
-    """``for i in range(*bounds): body`` -> ``scan``/``while_loop`` when a bound is a symbolic size."""
+def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=()):
+    """``for i in range(*bounds): body`` -> ``scan``/``while_loop`` when a bound is a symbolic size.
+
+    ``appends``: the lists the body appends one value to at each step (``outs.append(v)``); the
+    body returns those values after the carried ones. Eagerly they are appended; under a scan
+    they come back stacked (``Stacked``), for ``_ub.stack``/``_ub.cat`` after the loop.
+    """
     start, stop, step = _range_args(bounds)
-    if not (_symbolic(start, stop, step) and _all_tensors(carry)):
+    n, m = len(carry), len(appends)
+    plain = isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1
+    scannable = plain and not isinstance(stop, torch.Tensor) and not _data_dependent(stop)
+    if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
         state = tuple(carry)
         for i in range(start, stop, step):
-            state = _as_tuple(body(i, *state), len(carry))
-        return _from_tuple(state)
-    n = len(carry)
-    plain = isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1
-    if plain and not isinstance(stop, torch.Tensor) and not _data_dependent(stop):
+            state = _append(_as_tuple(body(i, *state), n + m), n, appends)
+        return _from_tuple((*state, *appends))
+    if scannable:
 
         def scan_step(state, i):
-            out = _as_tuple(body(i, *_fresh_carry(state[:n], mutated)), n)
-            return fresh_outputs(out, state) or (state[0] + 0,), ()
+            out = _as_tuple(body(i, *_fresh_carry(state[:n], mutated)), n + m)
+            return fresh_outputs(out[:n], state) or (state[0] + 0,), fresh_outputs(out[n:], (*state, *out[:n]))
 
-        final = _scan(scan_step, carry, torch.arange(stop), None)
-        return _from_tuple(_write_back(carry, final, mutated, kept))
+        final, ys = _scan(scan_step, carry, torch.arange(stop), None)
+        return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
     from torch._higher_order_ops.while_loop import while_loop
 
     def test(k, *values):
@@ -136,6 +143,44 @@ def for_range(bounds, body, carry=(), mutated=(), kept=()):
     return _from_tuple(_write_back(carry, final, mutated, kept))
 
 
+def _append(out: tuple, n: int, appends) -> tuple:
+    for target, value in zip(appends, out[n:]):
+        target.append(value)
+    return out[:n]
+
+
+class Stacked:
+    """A list the loop appended to, under a scan: what it held before, then one stacked tensor."""
+
+    def __init__(self, before: list, rows: torch.Tensor):
+        self.before, self.rows = list(before), rows
+
+    def tensor(self) -> torch.Tensor:
+        if not self.before:
+            return self.rows
+        return torch.cat([torch.stack(self.before), self.rows])
+
+
+def _stacked(appends, ys) -> tuple:
+    return tuple(Stacked(before, rows) for before, rows in zip(appends, ys))
+
+
+def stack(tensors, dim=0):
+    """``torch.stack(outs, dim)`` after a loop that appended to ``outs`` (a ``Stacked`` under a scan)."""
+    if not isinstance(tensors, Stacked):
+        return torch.stack(tensors, dim)
+    return tensors.tensor().movedim(0, dim)
+
+
+def cat(tensors, dim=0):
+    """``torch.cat(outs, dim)`` after a loop that appended to ``outs`` (a ``Stacked`` under a scan)."""
+    if not isinstance(tensors, Stacked):
+        return torch.cat(tensors, dim)
+    t = tensors.tensor()
+    d = dim if dim >= 0 else dim + t.dim() - 1
+    return t.movedim(0, d).flatten(d, d + 1)
+
+
 def _range_args(bounds) -> tuple:
     args = bounds if isinstance(bounds, tuple) else (bounds,)
     if len(args) == 1:
@@ -147,7 +192,7 @@ def _range_args(bounds) -> tuple:
     return args
 
 
-def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zipped=False):
+def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zipped=False, appends=()):
     """``for row in x: body`` -> ``scan`` over the first dimension of tensors of symbolic length.
 
     ``enumerated=start``: ``for i, row in enumerate(x, start)`` (the body takes ``i, row``);
@@ -156,6 +201,7 @@ def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zip
     sources = tuple(iterable) if zipped else (iterable,)
     lengths = [t.shape[0] for t in sources if isinstance(t, torch.Tensor) and t.dim() > 0]
     traced = len(lengths) == len(sources) and _symbolic(*lengths) and _all_tensors(carry)
+    count, m = len(carry), len(appends)
     if not traced:
         items = builtins.zip(*sources) if zipped else iterable
         if enumerated is not None:
@@ -163,27 +209,27 @@ def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zip
         state = tuple(carry)
         for item in items:
             args = item if (zipped or enumerated is not None) else (item,)
-            state = _as_tuple(body(*args, *state), len(carry))
-        return _from_tuple(state)
+            state = _append(_as_tuple(body(*args, *state), count + m), count, appends)
+        return _from_tuple((*state, *appends))
     if any(_data_dependent(n) for n in lengths):
         _refuse_data_dependent("for loop")
     n = lengths[0]
-    for m in lengths[1:]:
-        n = torch.sym_min(n, m)
+    for other in lengths[1:]:
+        n = torch.sym_min(n, other)
     xs = tuple(t[:n] for t in sources) if len(sources) > 1 else sources
     if enumerated is not None:
         xs = (torch.arange(n, device=sources[0].device), *xs)
-    count = len(carry)
 
     def step(state, rows):
         args = list(rows)
         if enumerated is not None:
             args[0] = rows[0] + enumerated
-        out = _as_tuple(body(*args, *_fresh_carry(state[:count], mutated)), count)
-        return fresh_outputs(out, (*state, *rows)) or (state[0] + 0,), ()
+        out = _as_tuple(body(*args, *_fresh_carry(state[:count], mutated)), count + m)
+        carried = fresh_outputs(out[:count], (*state, *rows)) or (state[0] + 0,)
+        return carried, fresh_outputs(out[count:], (*state, *rows, *carried))
 
-    final = _scan(step, carry, xs, sources[0].device)
-    return _from_tuple(_write_back(carry, final, mutated, kept))
+    final, ys = _scan(step, carry, xs, sources[0].device)
+    return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
 
 
 def unconverted_loop(iterable, why: str):
