@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import libcst as cst
 
-from ..analysis.classify import TENSOR
+from ..analysis.classify import TENSOR, UNKNOWN
 from ..analysis.effects import block_effects
 from ..analysis.liveness import analyse_function, live_in
 from ..analysis.names import block_writes, expr_reads
@@ -178,7 +178,11 @@ class LoopRule(Pass):
 
     def refuse(self, original, updated, reason: str):
         out = self.leave_as_python(original, updated, reason, self.CONSTRUCT)
-        if isinstance(out, cst.For) and self.ctx.classifier.kind(original.iter) == TENSOR:
+        if not isinstance(out, cst.For):
+            return out
+        it = original.iter
+        counted = isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"
+        if not counted and self.ctx.classifier.kind(it) in (TENSOR, UNKNOWN):
             # a data-dependent length (nonzero(), unique()) fails deep in torch: fail here, saying why
             why = cst.SimpleString(repr(reason))
             return out.with_changes(iter=self.ctx.runtime_call("unconverted_loop", out.iter, why))

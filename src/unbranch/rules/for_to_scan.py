@@ -154,6 +154,47 @@ class _RowsChanged(cst.CSTVisitor):
 
 
 _STACKS = {"stack", "cat"}
+# calls whose result has a length known only from tensor data (``torch.where`` with one argument)
+_DATA_DEPENDENT = {"nonzero", "unique", "unique_consecutive", "tolist", "masked_select", "argwhere", "where"}
+
+
+class _DataDependent(cst.CSTVisitor):
+    """Does an expression call ``nonzero()``, ``unique()``, ``tolist()``... (or read a name bound to one)?"""
+
+    def __init__(self, names=frozenset()):
+        self.names, self.found = names, None
+
+    def visit_Lambda(self, node):
+        return False
+
+    def visit_Call(self, node):
+        f = node.func
+        name = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
+        if name in _DATA_DEPENDENT and not (name == "where" and len(node.args) != 1):
+            self.found = self.found or name
+
+    def visit_Name(self, node):
+        if node.value in self.names:
+            self.found = self.found or node.value
+
+
+def data_dependent(expr, names=frozenset()) -> str | None:
+    v = _DataDependent(names)
+    expr.visit(v)
+    return v.found
+
+
+class _DataDependentNames(cst.CSTVisitor):
+    """Names bound (anywhere in the function) to a data-dependent sequence: ``hit = mask.nonzero()``."""
+
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def visit_Assign(self, node):
+        if data_dependent(node.value, frozenset(self.names)):
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    self.names.add(t.target.value)
 
 
 def _append_target(stmt) -> tuple[str, cst.BaseExpression] | None:
@@ -346,6 +387,9 @@ class ForToScan(LoopRule):
         super().__init__(fn, ctx)
         self._indices: list[set[str]] = []  # the integer indices of the enclosing candidate loops
         self._stacked: set[str] = set()  # lists a converted loop appends to (stacked under a scan)
+        found = _DataDependentNames()
+        fn.visit(found)
+        self._data_dependent = frozenset(found.names)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         name = _stack_of(updated)
@@ -376,7 +420,7 @@ class ForToScan(LoopRule):
 
     def is_candidate(self, original: cst.For) -> bool:
         """A ``for`` over a tensor or symbolic size, or over a ``range`` bounded by an enclosing index."""
-        if self.ctx.is_candidate_loop(original):
+        if self.ctx.is_candidate_loop(original) or data_dependent(original.iter, self._data_dependent):
             return True
         rng = _call_of(original.iter, "range")
         enclosing = set().union(*self._indices[:-1]) if self._indices else set()
@@ -389,6 +433,13 @@ class ForToScan(LoopRule):
             self._indices.pop()
 
     def plan(self, original: cst.For, updated: cst.For) -> LoopPlan | Refusal:
+        source = data_dependent(original.iter, self._data_dependent)
+        if source:
+            return Refusal(
+                f"it loops over a sequence whose length depends on tensor data ({source}): torch.export has no "
+                "loop over such a length; loop over a bound known from shapes (e.g. every expert) and mask "
+                "the steps that do not apply"
+            )
         form = iteration(original)
         if isinstance(form, Refusal):
             return form
