@@ -322,3 +322,26 @@ def test_list_used_otherwise_stays_python_with_a_note():
     rm = unbranch.transform_method(Counted.forward)
     assert "for_range" not in rm.code
     assert any("container 'outs'" in n.detail for n in rm.notes)
+
+
+class WhileCounter(torch.nn.Module):
+    """i = 0; while i < n: ... x[i] ...; i += 1 (a counter with a parameter in the body)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        i = 0
+        h = torch.zeros(3)
+        out = torch.zeros_like(x)
+        while i < x.shape[0]:
+            h = torch.tanh(self.lin(x[i]) + h)
+            out[i, 0] = h[1] * 2
+            i += 1
+        return h, out
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_while_with_an_int_counter(strict):
+    check(WhileCounter(), rows(3), strict, whiles=1)

@@ -19,6 +19,7 @@ from ..analysis.effects import block_effects
 from ..analysis.liveness import analyse_function, live_in
 from ..analysis.names import block_writes, expr_reads
 from ..context import taken_names
+from ..origins import Inheriting
 from ..passes import Pass
 from ._util import blockers, branch_def, call_statement, explicit_super, in_order, keyword, lost_effect, tuple_node
 
@@ -90,6 +91,29 @@ def loop_blocker(body) -> str | None:
     for s in body:
         s.visit(v)
     return "a return inside the loop body" if v.found else None
+
+
+class AtSubscripts(Inheriting):
+    """``t[i - 1]``, ``t[i, j]`` -> ``_ub.at(t)[...]``: indexing by a loop index (a 0-d tensor under export)."""
+
+    def __init__(self, indices, runtime: str, origins):
+        super().__init__(origins)
+        self.indices, self.runtime = set(indices), runtime
+
+    def visit_Lambda(self, node):
+        return False
+
+    def _is_at(self, value) -> bool:
+        f = value.func if isinstance(value, cst.Call) else None
+        return isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == self.runtime
+
+    def leave_Subscript(self, original, updated):
+        if self._is_at(updated.value):
+            return updated
+        if not any(expr_reads(el.slice) & self.indices for el in updated.slice):
+            return updated
+        at = cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name("at")), [cst.Arg(updated.value)])
+        return updated.with_changes(value=at)
 
 
 class _Unwrapped(cst.CSTTransformer):

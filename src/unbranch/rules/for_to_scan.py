@@ -33,9 +33,8 @@ import libcst as cst
 from ..analysis.effects import block_effects
 from ..analysis.liveness import surroundings
 from ..analysis.names import expr_reads
-from ..origins import Inheriting
 from ..passes import Rewrite, Unchanged
-from ._loops import Function, LoopPlan, LoopRule, Refusal, as_written
+from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal, as_written
 
 
 @dataclass(frozen=True)
@@ -256,29 +255,6 @@ def _root_name(expr) -> str | None:
     return expr.value if isinstance(expr, cst.Name) else None
 
 
-class _AtSubscripts(Inheriting):
-    """``t[i - 1]``, ``t[i, j]`` -> ``_ub.at(t)[...]``: indexing by a loop index (a 0-d tensor under export)."""
-
-    def __init__(self, indices, runtime: str, origins):
-        super().__init__(origins)
-        self.indices, self.runtime = set(indices), runtime
-
-    def visit_Lambda(self, node):
-        return False
-
-    def _is_at(self, value) -> bool:
-        f = value.func if isinstance(value, cst.Call) else None
-        return isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == self.runtime
-
-    def leave_Subscript(self, original, updated):
-        if self._is_at(updated.value):
-            return updated
-        if not any(expr_reads(el.slice) & self.indices for el in updated.slice):
-            return updated
-        at = cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name("at")), [cst.Arg(updated.value)])
-        return updated.with_changes(value=at)
-
-
 class ForToScan(LoopRule):
     CONSTRUCT = "for"
     EXPRESSIONS = True  # torch.stack(outs) after a loop that appends to outs: _ub.stack(outs)
@@ -484,7 +460,7 @@ class ForToScan(LoopRule):
                     "a row taken with the loop index is changed in place (under export it is a copy): "
                     "write it back with an assignment, e.g. out[i] = out[i] * 2"
                 )
-            at = _AtSubscripts(form.indices, self.ctx.runtime, self.ctx.origins)
+            at = AtSubscripts(form.indices, self.ctx.runtime, self.ctx.origins)
             body = [s.visit(at) for s in body]
         keywords = {"carry": cst.Tuple([cst.Element(cst.Name(n)) for n in state.names]), **state.keywords()}
         keywords.update(form.keywords)

@@ -18,8 +18,32 @@ import libcst as cst
 
 from ..normalise.boolean_ops import runtime_predicate
 from ..passes import Refused, Rewrite, Unchanged
-from ._loops import Function, LoopPlan, LoopRule, Refusal
+from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal
 from ._util import tuple_node
+
+
+def _counters(body, names) -> set[str]:
+    """Carried names the body steps by an integer (``i += 1``, ``i = i - 2``): int counters."""
+
+    def step(value, name) -> bool:
+        return (
+            isinstance(value, cst.BinaryOperation)
+            and isinstance(value.left, cst.Name)
+            and value.left.value == name
+            and isinstance(value.right, cst.Integer)
+        )
+
+    found = set()
+    for stmt in body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+                if isinstance(small.value, cst.Integer):
+                    found.add(small.target.value)
+            elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+                if isinstance(target, cst.Name) and step(small.value, target.value):
+                    found.add(target.value)
+    return found & set(names)
 
 
 class WhileToLoop(LoopRule):
@@ -105,6 +129,10 @@ class WhileToLoop(LoopRule):
         if not state.names:
             return Refusal("nothing the loop condition reads changes in the loop")
         names = state.names
+        counters = _counters(body, names)
+        if counters:
+            at = AtSubscripts(counters, self.ctx.runtime, self.ctx.origins)
+            body = [s.visit(at) for s in body]
         functions = [
             Function("cond", names, [cst.SimpleStatementLine([cst.Return(runtime_predicate(test, self.ctx))])], []),
             Function("body", names, body, names),

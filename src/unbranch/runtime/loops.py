@@ -131,6 +131,12 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=()):
         return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
     from torch._higher_order_ops.while_loop import while_loop
 
+    # a bound that is a tensor (an enclosing loop's index) goes in as a carried value: closed over,
+    # it is lifted under the same name as that index inside an enclosing cond or scan, and dynamo's
+    # codegen then fails ("duplicate argument 'child_3' in function definition")
+    if isinstance(start, torch.Tensor) or isinstance(stop, torch.Tensor):
+        return _counted_with_bounds(start, stop, step, body, carry, mutated, kept)
+
     def test(k, *values):
         return k < stop if step > 0 else k > stop
 
@@ -140,6 +146,25 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=()):
 
     counter = start if isinstance(start, torch.Tensor) else torch.full((), start, dtype=torch.long)
     final = tuple(while_loop(test, loop_step, (counter, *carry)))[1:]
+    return _from_tuple(_write_back(carry, final, mutated, kept))
+
+
+def _counted_with_bounds(start, stop, step, body, carry, mutated, kept):
+    """The while_loop of ``for_range`` with the stop carried (it is a tensor: see there)."""
+    from torch._higher_order_ops.while_loop import while_loop
+
+    n = len(carry)
+
+    def test(k, last, *values):
+        return k < last if step > 0 else k > last
+
+    def loop_step(k, last, *values):
+        out = _as_tuple(body(k.clone(), *_fresh_carry(values, mutated)), n)
+        return (k + step, last.clone(), *fresh_outputs(out, values))
+
+    counter = start.clone() if isinstance(start, torch.Tensor) else torch.full((), start, dtype=torch.long)
+    last = stop.clone() if isinstance(stop, torch.Tensor) else torch.full((), stop, dtype=torch.long)
+    final = tuple(while_loop(test, loop_step, (counter, last, *carry)))[2:]
     return _from_tuple(_write_back(carry, final, mutated, kept))
 
 
@@ -243,17 +268,30 @@ def unconverted_loop(iterable, why: str):
     return iterable
 
 
+def _size_test(pred) -> bool:
+    """A test on sizes under export, even one the size ranges decide (``0 < n`` with n >= 2 assumed):
+    peeling such steps in Python would bake the assumption in (the program then fails for n == 1)."""
+    if not tracing() or pred is True or pred is False:
+        return False
+    return isinstance(pred, (torch.SymBool, bool))
+
+
 def while_stmt(cond, body, carry=(), mutated=(), kept=()):
     """``while cond: body`` -> ``while_loop`` once the condition is a symbolic value."""
     state = tuple(carry)
     while True:
         pred = cond(*state)
-        if is_symbolic(pred):
+        if is_symbolic(pred) or _size_test(pred):
             break
         if not pred:
             return _from_tuple(state)
         state = _as_tuple(body(*state), len(carry))
     from torch._higher_order_ops.while_loop import while_loop
+
+    # an int counter (``i = 0 ... i += 1``) goes in as a 0-d tensor: as a SymInt it fails once the
+    # body also reads a parameter (measured); the compiler wrote its subscripts as ``_ub.at(t)[i]``
+    state = tuple(_counter(v) for v in state)
+    carry = state
 
     def test(*values):
         p = cond(*values)
@@ -263,6 +301,12 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=()):
         return fresh_outputs(_as_tuple(body(*_fresh_carry(values, mutated)), len(carry)), values)
 
     return _from_tuple(_write_back(state, tuple(while_loop(test, step, state)), mutated, kept))
+
+
+def _counter(v):
+    if isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool):
+        return torch.full((), v, dtype=torch.long)
+    return v
 
 
 class _At:
