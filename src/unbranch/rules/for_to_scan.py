@@ -78,9 +78,8 @@ def iteration(node: cst.For) -> Iteration | Refusal:
         if len(targets) != 2 or not isinstance(node.target, cst.Tuple):
             return Refusal("a for loop over enumerate() whose target is not 'i, item'")
         start = enum.args[1].value if len(enum.args) == 2 else cst.Integer("0")
-        if enum.args[0].keyword or (
-            len(enum.args) == 2 and enum.args[1].keyword not in (None,) and enum.args[1].keyword.value != "start"
-        ):
+        keywords = [a.keyword.value for a in enum.args if a.keyword is not None]
+        if enum.args[0].keyword is not None or keywords not in ([], ["start"]):
             return Refusal("enumerate() with unexpected keywords")
         return Iteration("for_each", enum.args[0].value, targets, targets[:1], {"enumerated": start})
     if zipped is not None and zipped.args and not any(a.keyword for a in zipped.args):
