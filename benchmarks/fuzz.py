@@ -11,6 +11,7 @@ not raised, so one run finds them all.
     python benchmarks/fuzz.py --known-bugs        # also the constructs of fuzzing.KNOWN_BUGS
     python benchmarks/fuzz.py --effects           # aliases, views, in-place ops, helpers, lists, closures
     python benchmarks/fuzz.py --ternaries         # conditional expressions (a if p else b) in expressions
+    python benchmarks/fuzz.py --loops             # loops: index arithmetic, row writes, nested loops
 
 An ``if`` whose effects a branch function would lose must be refused with its reason: such
 exports are counted as refusals (results/fuzz_effects.json), not as errors.
@@ -32,10 +33,16 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fuzzing import PYTHON_ARGS, branches_on_tensors, check_eager, check_export, programs  # noqa: E402
 
+# what a run may also draw: programs()' keyword -> the option's help
+CONSTRUCTS = {
+    "known_bugs": "also draw fuzzing.KNOWN_BUGS constructs",
+    "effects": "also draw side effects (aliases, in-place ops...)",
+    "ternaries": "also draw conditional expressions (a if p else b)",
+    "loops": "loop programs (fuzzing.loop_programs) instead",
+}
 
-def run(
-    n: int, export_every: int, strict_every: int, random_seed: int, known_bugs: bool, effects: bool, ternaries=False
-) -> dict:
+
+def run(n: int, export_every: int, strict_every: int, random_seed: int, **constructs) -> dict:
     tally = {"programs": 0, "exports": 0, "strict_exports": 0, "sides_taken": 0, "sides": 0}
     sources, rewrite_seconds, divergences, refusals = set(), [], [], []
     slowest = (0.0, "")
@@ -48,7 +55,7 @@ def run(
         phases=[Phase.generate],  # record every divergence, do not stop at the first to shrink it
         suppress_health_check=list(HealthCheck),
     )
-    @given(programs(known_bugs=known_bugs, effects=effects, ternaries=ternaries))
+    @given(programs(**constructs))
     def one(source):
         nonlocal slowest
         i = tally["programs"]
@@ -63,7 +70,7 @@ def run(
             divergences.append(eager.divergence)
             return
         k = tally["exports"]
-        if k <= i // export_every and branches_on_tensors(source):  # one in export_every, if it can hold a cond
+        if k <= i // export_every and (loops or branches_on_tensors(source)):  # one in export_every, with a cond/loop
             strict = k % strict_every == strict_every - 1
             tally["exports"] += 1
             tally["strict_exports"] += strict
@@ -104,22 +111,20 @@ def main() -> None:
     parser.add_argument("--export-every", type=int, default=10, help="export one program in this many")
     parser.add_argument("--strict-every", type=int, default=4, help="one export in this many is strict")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--known-bugs", action="store_true", help="also draw fuzzing.KNOWN_BUGS constructs")
-    parser.add_argument("--effects", action="store_true", help="also draw side effects (aliases, in-place ops...)")
-    parser.add_argument("--ternaries", action="store_true", help="also draw conditional expressions (a if p else b)")
+    for name, text in CONSTRUCTS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", action="store_true", help=text)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     start = time.perf_counter()
-    result = run(
-        args.programs, args.export_every, args.strict_every, args.seed, args.known_bugs, args.effects, args.ternaries
-    )
+    drawn = {name: getattr(args, name) for name in CONSTRUCTS}
+    result = run(args.programs, args.export_every, args.strict_every, args.seed, **drawn)
     result = {
         "seconds": time.perf_counter() - start,
         "settings": vars(args),
         **result,
         "machine": machine(),
     }
-    path = write("fuzz_effects" if args.effects else "fuzz_ternaries" if args.ternaries else "fuzz", result)
+    path = write("_".join(["fuzz", *(n for n in CONSTRUCTS if drawn[n] and n != "known_bugs")]), result)
     print(
         f"{result['programs']} programs ({result['distinct_programs']} distinct) in {result['seconds']:.0f} s: "
         f"{result['eager_divergences']} eager divergence(s), {result['rewrite_errors']} rewrite error(s); "

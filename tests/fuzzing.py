@@ -209,12 +209,20 @@ def _indent(lines):
 
 @st.composite
 def programs(
-    draw, known_bugs: bool = False, max_statements: int = MAX_STATEMENTS, effects: bool = False, ternaries=False
+    draw,
+    known_bugs: bool = False,
+    max_statements: int = MAX_STATEMENTS,
+    effects: bool = False,
+    ternaries: bool = False,
+    loops: bool = False,
 ) -> str:
     """Source text of ``def f(x, y, flag, n, mask)``; ``known_bugs`` also draws the KNOWN_BUGS constructs.
 
-    ``ternaries``: expressions may also be conditional expressions ``(a if p else b)``.
+    ``ternaries``: expressions may also be conditional expressions ``(a if p else b)``;
+    ``loops``: loop programs instead (``loop_programs``).
     """
+    if loops:
+        return draw(loop_programs())
     writer = _Writer(draw, draw(st.integers(1, 2)), known_bugs, max_statements, effects, ternaries)
     body, after = writer.block(set(PARAMS), 0)
     if after is not None:
@@ -442,3 +450,98 @@ def check_export(source: str, py, strict: bool) -> Divergence | None:
         except Exception as e:
             return Divergence("export", source, f"{_describe(label, py)}: {_summary(e)}", strict)
     return None
+
+
+# --- loops ------------------------------------------------------------------------------------
+
+# (header, index or None, the rows the body may read): loops over the batch of x (and y)
+LOOP_HEADERS = (
+    ("for i in range(x.shape[0]):", "i", ()),
+    ("for i in range(1, x.shape[0]):", "i", ()),
+    ("for i in range(x.shape[0] - 1, -1, -1):", "i", ()),
+    ("for i in range(0, x.shape[0], 2):", "i", ()),
+    ("for i, row in enumerate(x):", "i", ("row",)),
+    ("for a, b in zip(x, y):", None, ("a", "b")),
+    ("for row in y:", None, ("row",)),
+)
+
+
+class _LoopWriter:
+    """Draws a loop program: carried ``acc``, a buffer ``out`` written row by row, nested loops,
+    ifs on the index and on data inside the body, a list appended to and stacked after."""
+
+    def __init__(self, draw):
+        self.draw = draw
+
+    def choose(self, options):
+        return self.draw(st.sampled_from(options))
+
+    def row(self, index, rows, inner=None) -> str:
+        """A (3,) tensor read at this step."""
+        options = list(rows) + ["acc"]
+        if index is not None:
+            options += [f"x[{index}]", f"x[{index} - 1]", f"y[{index} % y.shape[0]]", f"out[{index}]"]
+            options += [f"x[{index}, :]", f"(({index} + 1) * x[{index}])", f"(x[{index}] * ({index} % 2))"]
+        if inner is not None:
+            options += [f"y[{inner}]", f"(x[{inner}] * ({inner} + 1))"]
+        return self.choose(options)
+
+    def value(self, index, rows, inner=None) -> str:
+        a, b = self.row(index, rows, inner), self.row(index, rows, inner)
+        return self.choose(
+            (f"torch.tanh({a} + {b})", f"torch.tanh({a}) * 0.5", f"{a} * 0.5 - {b} * 0.25", f"torch.sin({a} * {b})")
+        )
+
+    def statement(self, index, rows, depth, inner=None) -> list[str]:
+        kinds = ["acc", "acc", "augacc"]
+        if index is not None and inner is None:
+            kinds += ["row", "row", "rowaug", "cell", "column"]
+        if depth < 2:
+            kinds += ["if"]
+            if inner is None and index is not None:
+                kinds += ["nested"]
+        kind = self.choose(kinds)
+        v = self.value(index, rows, inner)
+        if kind == "acc":
+            return [f"acc = acc * 0.5 + {v}"]
+        if kind == "augacc":
+            return [f"acc += {v} * 0.25"]
+        if kind == "row":
+            return [f"out[{index}] = {v}"]
+        if kind == "rowaug":
+            return [f"out[{index}, :] += {v} * 0.5"]
+        if kind == "cell":
+            return [f"out[{index}, {self.choose(('0', '1', '2'))}] = ({v}).sum() * 0.1"]
+        if kind == "column":
+            return [f"out[:, {self.choose(('0', '2'))}] += x[{index}, 1] * 0.1"]
+        if kind == "if":
+            tests = ["acc.sum() > 0", f"{self.row(index, rows, inner)}.mean() < 0.2"]
+            if index is not None:
+                tests += [f"{index} % 2 == 0", f"{index} > 1"]
+            test = self.choose(tests)
+            then = self.statement(index, rows, depth + 1, inner)
+            lines = [f"if {test}:", *_indent(then)]
+            if self.draw(st.booleans()):
+                lines += ["else:", *_indent(self.statement(index, rows, depth + 1, inner))]
+            return lines
+        bound = self.choose(("y.shape[0]", index, f"{index} + 1"))
+        body = [line for _ in range(self.draw(st.integers(1, 2))) for line in self.statement(index, rows, 2, "j")]
+        return [f"for j in range({bound}):", *_indent(body)]
+
+
+@st.composite
+def loop_programs(draw) -> str:
+    """Source text of ``def f(x, y, flag, n, mask)`` looping over the batch (``programs(loops=True)``)."""
+    writer = _LoopWriter(draw)
+    header, index, rows = writer.choose(LOOP_HEADERS)
+    body = [line for _ in range(draw(st.integers(1, 4))) for line in writer.statement(index, rows, 0)]
+    appends = header in (LOOP_HEADERS[0][0], LOOP_HEADERS[4][0]) and draw(st.booleans())
+    if appends:  # never empty: these loops take every row
+        body.append(f"outs.append({writer.value(index, rows)})")
+    lines = ["acc = torch.zeros(x.shape[1])", "out = torch.zeros_like(x)", *(["outs = []"] if appends else [])]
+    lines += [header, *_indent(body)]
+    if draw(st.integers(0, 4)) == 0:
+        lines += ["else:", *_indent(["acc = acc + 1.0"])]
+    result = "acc + out.sum(0)" + (" + torch.stack(outs).sum(0)" if appends else "")
+    lines.append(f"return {result}, out" if draw(st.booleans()) else f"return {result}")
+    return "\n".join(["import torch", "", "", "def f(x, y, flag, n, mask):", *_indent(lines), ""])

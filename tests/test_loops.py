@@ -1,7 +1,7 @@
 """Loops over a dynamic dimension become scan / while_loop; static loops stay Python.
 
-Each exported program is compared with the original eager module on two loop lengths,
-neither of them the example's.
+Each exported program is compared with the original eager module on loop lengths other
+than the example's. More loop forms: test_loop_forms.py.
 """
 
 import pytest
@@ -167,9 +167,10 @@ class IndexArithmetic(torch.nn.Module):
         return out
 
 
-def test_unsupported_loop_stays_python_and_says_why():
-    rm = unbranch.transform_method(IndexArithmetic.forward)
-    assert not rm.changed  # range(1, n) is left alone
+@pytest.mark.parametrize("strict", MODES)
+def test_index_arithmetic_becomes_a_loop(strict):
+    make = lambda n: (torch.randn(n, 2),)  # noqa: E731
+    check(IndexArithmetic(), make(4), [1, 2, 6], strict, ({0: Dim.DYNAMIC},), whiles=1, make=make)
     x = torch.randn(4, 2)
     with unbranch.torch_export_rewrite(rewrite=[IndexArithmetic.forward]):
         torch.testing.assert_close(IndexArithmetic()(x), torch.cumsum(x, 0))
@@ -183,7 +184,7 @@ class LoopIndexUsedElsewhere(torch.nn.Module):
         return acc
 
 
-def test_loop_index_arithmetic_is_left_alone():
-    rm = unbranch.transform_method(LoopIndexUsedElsewhere.forward)
-    assert not rm.changed or "for_range" not in rm.code
-    assert any("loop index 'i' is used other than as x[i]" in n.detail for n in rm.notes)
+@pytest.mark.parametrize("strict", MODES)
+def test_loop_index_in_arithmetic(strict):
+    make = lambda n: (torch.randn(n, 3),)  # noqa: E731
+    check(LoopIndexUsedElsewhere(), make(5), [1, 3, 8], strict, ({0: Dim.DYNAMIC},), scans=1, make=make)

@@ -455,10 +455,13 @@ class Classifier:
         if isinstance(iterable, cst.CSTNode):
             iterable = ast.parse(f"(\n{cst.Module([]).code_for_node(iterable)}\n)", mode="eval").body
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range":
-            if len(iterable.args) != 1 or iterable.keywords:
+            if not 1 <= len(iterable.args) <= 3 or iterable.keywords:
                 return False
-            iterable = iterable.args[0]
-        elif isinstance(iterable, ast.Name) and iterable.id in self.params:
+            return any(self.kind(a) in (SHAPE, TENSOR) for a in iterable.args)
+        if isinstance(iterable, ast.Call) and getattr(iterable.func, "id", None) in ("enumerate", "zip"):
+            first = iterable.args[0] if iterable.args else None  # enumerate(x), zip(x, y): over x
+            return first is not None and not isinstance(first, ast.Starred) and self.loop_candidate(first)
+        if isinstance(iterable, ast.Name) and iterable.id in self.params:
             return True  # `for row in x` over an argument: usually a tensor; the runtime checks
         return self.kind(iterable) in (SHAPE, TENSOR)
 

@@ -1,13 +1,72 @@
-"""What the loop rules share: carried variables and the body-function call."""
+"""What the loop rules share: one skeleton (plan -> refusal, or functions + one runtime call).
+
+A loop rule (``for_to_scan``, ``while_to_loop``) only says what its loop becomes: a typed
+``LoopPlan`` (the functions to define, the runtime helper and its arguments, the names
+the call assigns, statements that follow it), or a ``Refusal`` with the reason. ``LoopRule``
+does the rest the same way for every loop: candidates, refusals through the pass's policy,
+names, ``super()`` in nested functions, origins, the note, and the carried variables.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import ClassVar
+
 import libcst as cst
 
+from ..analysis.classify import TENSOR, UNKNOWN
 from ..analysis.effects import block_effects
-from ..analysis.liveness import live_in
+from ..analysis.liveness import analyse_function, live_in
 from ..analysis.names import block_writes, expr_reads
-from ._util import blockers, in_order, keyword, lost_effect, tuple_node
+from ..context import taken_names
+from ..origins import Inheriting
+from ..passes import Pass
+from ._util import blockers, branch_def, call_statement, explicit_super, in_order, keyword, lost_effect, tuple_node
+
+
+@dataclass(frozen=True)
+class Function:
+    """``def <name for role>(params): body; return returns`` emitted before the call."""
+
+    role: str  # "cond" or "body": the rule's ROLES name the functions
+    params: list[str]
+    body: list
+    returns: list[str]
+
+
+@dataclass(frozen=True)
+class LoopPlan:
+    """What a loop becomes: ``outputs = _ub.<helper>(*positional, **keywords)`` after ``functions``."""
+
+    helper: str
+    functions: list[Function]
+    positional: list  # expressions; a ``str`` stands for the function of that role
+    keywords: dict  # name -> expression (empty tuples are left out)
+    outputs: list[str]
+    after: list = field(default_factory=list)  # statements that run after the loop (``for ... else``)
+    kind: str = "scan"  # the note's kind
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The loop stays Python, for this reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Carried:
+    """The loop's state: names carried from step to step, and those changed in place."""
+
+    names: list[str]
+    mutated: tuple  # positions in ``names`` of values the body may change in place
+    kept: tuple  # among those, the ones never rebound (they stay the original objects)
+
+    def keywords(self) -> dict:
+        return {
+            "mutated": tuple_node([cst.Integer(str(i)) for i in self.mutated]),
+            "kept": tuple_node([cst.Integer(str(i)) for i in self.kept]),
+        }
 
 
 class _Returns(cst.CSTVisitor):
@@ -34,36 +93,148 @@ def loop_blocker(body) -> str | None:
     return "a return inside the loop body" if v.found else None
 
 
-def carried(node, body, test, facts, ctx, exclude=()):
-    """Loop-carried variables: bound in the body and read by the next step, the test or after.
+class AtSubscripts(Inheriting):
+    """``t[i - 1]``, ``t[i, j]`` -> ``_ub.at(t)[...]``: indexing by a loop index (a 0-d tensor under export)."""
 
-    Also refuses (with the reason) a body whose side effects a body function would lose.
-    """
-    why = lost_effect(node, body, facts.defined.get(node, set()), ctx, "the loop body")
-    if why:
-        return why
-    writes = block_writes(body) - set(exclude)
-    needed = live_in(body, set()) | expr_reads(test) | facts.live_out.get(node, set())
-    order = [cst.SimpleStatementLine([cst.Expr(test)])] if test is not None else []
-    names = in_order(writes & needed & facts.locals, [*order, *body])
-    before = facts.defined.get(node, set())
-    for name in names:
-        if name not in before:
-            return f"'{name}' is carried by the loop but not set before it"
-    return names
+    def __init__(self, indices, runtime: str, origins):
+        super().__init__(origins)
+        self.indices, self.runtime = set(indices), runtime
 
+    def visit_Lambda(self, node):
+        return False
 
-def changed_in_place(body, names, ctx) -> dict:
-    """``mutated``: positions among ``names`` of the carried values the body may change in place;
-    ``kept``: those it never rebinds (``acc += v`` only), which stay the original objects."""
-    effects = block_effects(body, ctx.mutating_helpers)
-    mutated = [i for i, n in enumerate(names) if n in effects.mutated]
-    kept = [i for i in mutated if names[i] not in effects.rebound]
-    return {"mutated": [cst.Integer(str(i)) for i in mutated], "kept": [cst.Integer(str(i)) for i in kept]}
+    def _is_at(self, value) -> bool:
+        f = value.func if isinstance(value, cst.Call) else None
+        return isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == self.runtime
+
+    def leave_Subscript(self, original, updated):
+        if self._is_at(updated.value):
+            return updated
+        if not any(expr_reads(el.slice) & self.indices for el in updated.slice):
+            return updated
+        at = cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name("at")), [cst.Arg(updated.value)])
+        return updated.with_changes(value=at)
 
 
-def runtime_call(ctx, func: str, positional, **keywords) -> cst.Call:
-    """``_ub.func(*positional, key=(names...), ...)``, keywords with no names left out."""
-    args = [cst.Arg(a) for a in positional]
-    args += [keyword(k, tuple_node(v)) for k, v in keywords.items() if v]
-    return cst.Call(cst.Attribute(cst.Name(ctx.runtime), cst.Name(func)), args)
+class _Unwrapped(cst.CSTTransformer):
+    """``_ub.at(t)`` -> ``t``: what the analyses must see in bodies already rewritten (nested loops)."""
+
+    def __init__(self, runtime: str):
+        self.runtime = runtime
+
+    def leave_Call(self, original, updated):
+        f = updated.func
+        if (
+            isinstance(f, cst.Attribute)
+            and isinstance(f.value, cst.Name)
+            and f.value.value == self.runtime
+            and f.attr.value == "at"
+            and len(updated.args) == 1
+        ):
+            return updated.args[0].value
+        return updated
+
+
+def as_written(body, runtime: str) -> list:
+    """``body`` with the index subscripts of inner loops as the user wrote them (for analyses)."""
+    v = _Unwrapped(runtime)
+    return [s.visit(v) for s in body]
+
+
+class LoopRule(Pass):
+    """The skeleton of every loop rule; subclasses define ``plan`` (and ``ROLES``, ``CONSTRUCT``)."""
+
+    HANDLES = frozenset({"loop"})
+    NEEDS = ("liveness",)
+    ROLES: ClassVar[tuple[str, ...]] = ("body",)
+    CONSTRUCT: ClassVar[str] = "loop"
+
+    def plan(self, original, updated) -> LoopPlan | Refusal:
+        raise NotImplementedError
+
+    def __init__(self, fn, ctx):
+        super().__init__(fn, ctx)
+        self._user_names = taken_names(ctx.source.text)
+        self._outer_facts: list = []
+        self._functions: list = [fn]  # the function each visited statement is in (innermost last)
+
+    def _scope(self):
+        return self._functions[-1]
+
+    def _generated(self, node) -> bool:
+        """A function unbranch wrote (a branch function, an inner loop's body): loops in it are code too."""
+        return node is not self.fn and node.name.value not in self._user_names
+
+    def visit_FunctionDef(self, node) -> bool:
+        if node is self.fn:
+            return True
+        if not self._generated(node):
+            return False  # the user's own nested functions stay as written
+        self._outer_facts.append(self.facts)
+        self._functions.append(node)
+        self.facts = analyse_function(node)  # facts of the function the loop is in
+        return True
+
+    def leave_FunctionDef(self, original, updated):
+        if self._generated(original):
+            self.facts = self._outer_facts.pop()
+            self._functions.pop()
+        return updated
+
+    def is_candidate(self, original) -> bool:
+        return self.ctx.is_candidate_loop(original)
+
+    def rewrite(self, original, updated):
+        ctx = self.ctx
+        if not self.is_candidate(original):
+            return updated
+        plan = self.plan(original, updated)
+        if isinstance(plan, Refusal):
+            return self.refuse(original, updated, plan.reason)
+        names = dict(zip(self.ROLES, ctx.namer.numbered("loop", self.ROLES)))
+        defs = [branch_def(names[f.role], f.params, explicit_super(f.body, ctx), f.returns) for f in plan.functions]
+        defs[0] = defs[0].with_changes(leading_lines=updated.leading_lines)
+        args = [cst.Arg(cst.Name(names[a]) if isinstance(a, str) else a) for a in plan.positional]
+        args += [keyword(k, v) for k, v in plan.keywords.items() if not (isinstance(v, cst.Tuple) and not v.elements)]
+        call = cst.Call(cst.Attribute(cst.Name(ctx.runtime), cst.Name(plan.helper)), args)
+        ctx.note(original, plan.kind, f"carry: {', '.join(plan.outputs) or '-'}")
+        return cst.FlattenSentinel([*defs, call_statement(plan.outputs, call), *plan.after])
+
+    def refuse(self, original, updated, reason: str):
+        out = self.leave_as_python(original, updated, reason, self.CONSTRUCT)
+        if not isinstance(out, cst.For):
+            return out
+        it = original.iter
+        counted = isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"
+        if not counted and self.ctx.classifier.kind(it) in (TENSOR, UNKNOWN):
+            # a data-dependent length (nonzero(), unique()) fails deep in torch: fail here, saying why
+            why = cst.SimpleString(repr(reason))
+            return out.with_changes(iter=self.ctx.runtime_call("unconverted_loop", out.iter, why))
+        return out
+
+    def carried(self, node, body, test, exclude=(), after=()) -> Carried | Refusal:
+        """Loop-carried variables: bound (or changed in place) in the body and read by the next
+        step, the test or after the loop. Refuses a body whose effects a function would lose.
+        """
+        ctx, facts = self.ctx, self.facts
+        body = as_written(body, ctx.runtime)
+        why = loop_blocker(body)
+        if why:
+            return Refusal(why)
+        before = facts.defined.get(node, set())
+        why = lost_effect(node, body, before, ctx, "the loop body")
+        if why:
+            return Refusal(why)
+        effects = block_effects(body, ctx.mutating_helpers)
+        writes = block_writes(body) - set(exclude)
+        live_after = facts.live_out.get(node, set())
+        needed = live_in(body, set()) | expr_reads(test) | live_after | live_in(list(after), live_after)
+        changed = effects.mutated & live_in(body, set()) & before  # out[i] = v: each step sees the last
+        order = [cst.SimpleStatementLine([cst.Expr(test)])] if test is not None else []
+        names = in_order(((writes & needed) | changed) - set(exclude) & facts.locals, [*order, *body])
+        for name in names:
+            if name not in before:
+                return Refusal(f"'{name}' is carried by the loop but not set before it")
+        mutated = tuple(i for i, n in enumerate(names) if n in effects.mutated)
+        kept = tuple(i for i in mutated if names[i] not in effects.rebound)
+        return Carried(names, mutated, kept)

@@ -1,112 +1,262 @@
 """``for`` over a symbolic length -> a body function run by ``_ub.for_range`` / ``_ub.for_each``.
 
-    for i in range(x.shape[0]):                  def loop_body_1(i, x, z, acc):
-        z[i] = ((x[i] - y) ** 2).sum(-1)    ->       z[i] = ((x[i] - y) ** 2).sum(-1)
-        acc += x[i]                                  acc += x[i]
-                                                     return acc
-                                                 acc = _ub.for_range(x.shape[0], loop_body_1,
-                                                                     reads=(x,), rows=(z,), carry=(acc,),
-                                                                     mutated=(0,), kept=(0,))
+    for i in range(1, x.shape[0]):          def loop_body_1(i, out, acc):
+        out[i] = out[i - 1] + x[i]    ->        _ub.at(out)[i] = _ub.at(out)[i - 1] + _ub.at(x)[i]
+        acc = acc + x[i] * (i % 2)              acc = acc + _ub.at(x)[i] * (i % 2)
+                                                return out, acc
+                                                 out, acc = _ub.for_range((1, x.shape[0]), loop_body_1,
+                                                                          carry=(out, acc), mutated=(0,), kept=(0,))
 
-Under export with a dynamic length this is a ``scan``; otherwise the same Python loop. The
-index may only be used as ``t[i]`` on tensors the body reads (``reads``) or fills row by
-row (``rows``); ``mutated`` lists the carried values changed in place (``acc += ...``),
-which a traced step changes on a clone and which are copied back after the loop; ``kept``
-those never rebound, which come back as the original objects. The body
-carries exactly the variables the next step or the code after the
-loop reads. Anything else (``break``, ``x[i - 1]``, ...) stays a plain loop.
+Under export with a dynamic length this is a ``scan`` (``range(n)``, ``for row in x``,
+``enumerate``, ``zip``) or a ``while_loop`` (``range(a, b, step)``); otherwise the same
+Python loop. The index is an ordinary integer eagerly and a 0-d integer tensor under
+export, so it may be used in arithmetic; a subscript holding it (``x[i - 1]``,
+``out[i, :]``, ``x[:, i]``) is written ``_ub.at(x)[i - 1]``, which indexes with
+``index_select``/``index_put_`` there (``_ub.at(t)`` is ``t`` itself eagerly). Tensors changed in place (``out[i] = v``,
+``acc += v``) are carried: ``mutated`` lists them, ``kept`` those never rebound. A list the
+body appends to (``outs.append(v)``) and that is only stacked after the loop
+(``torch.stack(outs)``, ``torch.cat(outs, dim)``) becomes the scan's per-step outputs
+(``appends``; ``_ub.stack``/``_ub.cat`` take either form). A ``for ... else`` (no
+``break``: the else always runs) keeps its else after the call.
+
+Stays Python, with the reason: ``break``/``return`` in the body, an index bounding a slice
+(``x[:i]``, a different shape at each step) or used after the loop, a row changed in
+place, Python containers or attributes changed in the body.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import libcst as cst
 
 from ..analysis.effects import block_effects
-from ..analysis.names import block_writes
-from ..passes import Pass, Rewrite, Unchanged
-from ._loops import carried, changed_in_place, loop_blocker, runtime_call
-from ._util import branch_def, call_statement, explicit_super, in_order
+from ..analysis.liveness import surroundings
+from ..analysis.names import expr_reads
+from ..passes import Rewrite, Unchanged
+from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal, as_written
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """How a ``for`` iterates: the runtime helper, what it iterates, the targets, which are indices."""
+
+    helper: str  # "for_range" or "for_each"
+    over: cst.BaseExpression
+    targets: list[str]
+    indices: list[str]  # targets that are integers (range, enumerate): usable in arithmetic
+    keywords: dict = field(default_factory=dict)
+
+
+def _names(target) -> list[str] | None:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)) and all(isinstance(e.value, cst.Name) for e in target.elements):
+        return [e.value.value for e in target.elements]
+    return None
+
+
+def _call_of(it, name: str) -> cst.Call | None:
+    if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == name:
+        if all(a.star == "" for a in it.args):
+            return it
+    return None
+
+
+def iteration(node: cst.For) -> Iteration | Refusal:
+    targets = _names(node.target)
+    if targets is None:
+        return Refusal("a for loop whose target is not a name or a tuple of names")
+    it = node.iter
+    rng, enum, zipped = _call_of(it, "range"), _call_of(it, "enumerate"), _call_of(it, "zip")
+    if rng is not None and not any(a.keyword for a in rng.args) and 1 <= len(rng.args) <= 3:
+        if len(targets) != 1 or not isinstance(node.target, cst.Name):
+            return Refusal("a for loop over range() unpacking its index")
+        bounds = rng.args[0].value if len(rng.args) == 1 else cst.Tuple([cst.Element(a.value) for a in rng.args])
+        return Iteration("for_range", bounds, targets, targets)
+    if enum is not None and 1 <= len(enum.args) <= 2:
+        if len(targets) != 2 or not isinstance(node.target, cst.Tuple):
+            return Refusal("a for loop over enumerate() whose target is not 'i, item'")
+        start = enum.args[1].value if len(enum.args) == 2 else cst.Integer("0")
+        keywords = [a.keyword.value for a in enum.args if a.keyword is not None]
+        if enum.args[0].keyword is not None or keywords not in ([], ["start"]):
+            return Refusal("enumerate() with unexpected keywords")
+        return Iteration("for_each", enum.args[0].value, targets, targets[:1], {"enumerated": start})
+    if zipped is not None and zipped.args and not any(a.keyword for a in zipped.args):
+        if len(targets) != len(zipped.args) or not isinstance(node.target, cst.Tuple):
+            return Refusal("a for loop over zip() whose target does not name each item")
+        over = cst.Tuple([cst.Element(a.value) for a in zipped.args])
+        return Iteration("for_each", over, targets, [], {"zipped": cst.Name("True")})
+    if not isinstance(node.target, cst.Name):
+        return Refusal("a for loop unpacking the rows of a tensor")
+    return Iteration("for_each", it, targets, [])
 
 
 class _IndexUses(cst.CSTVisitor):
-    """How a body uses the loop index ``i``: ``t[i]`` reads, ``z[i] = v`` rows, anything else."""
+    """Uses of the loop indices a traced step cannot have: slice bounds, inner loop lengths."""
 
-    def __init__(self, index: str, ctx):
-        self.index, self.ctx = index, ctx
-        self.subscripted: set[str] = set()  # t in t[i]
-        self.bare: dict[str, int] = {}  # other uses of each name
-        self.passed: set[str] = set()  # names only passed on to branch functions unbranch wrote
+    def __init__(self, indices):
+        self.indices = set(indices)
+        self.problem: str | None = None
 
-    def _is_index(self, node: cst.Subscript) -> bool:
-        s = node.slice
-        return (
-            isinstance(node.value, cst.Name)
-            and len(s) == 1
-            and isinstance(s[0].slice, cst.Index)
-            and isinstance(s[0].slice.value, cst.Name)
-            and s[0].slice.value.value == self.index
-        )
+    def visit_Slice(self, node):
+        for part in (node.lower, node.upper, node.step):
+            used = expr_reads(part) & self.indices if part is not None else set()
+            if used and self.problem is None:
+                name = sorted(used)[0]
+                self.problem = f"the loop index '{name}' bounds a slice (each step would have another shape)"
 
-    def visit_Subscript(self, node):
-        if self._is_index(node):
-            self.subscripted.add(node.value.value)
-            return False
-        return True
 
-    def visit_Param(self, node):
+class _RowsChanged(cst.CSTVisitor):
+    """A row taken with the loop index and then changed in place (``out[i][0] = v``,
+    ``out[i].add_(1)``, ``r = out[i]; r.mul_(2)``): under export such a row is a copy."""
+
+    def __init__(self, indices):
+        self.indices = set(indices)
+        self.rows: set[str] = set()  # names bound to a row taken with the index
+        self.found = False
+
+    def visit_FunctionDef(self, node):
+        return True  # generated branch functions of ifs in the body run in the step too
+
+    def _indexed(self, expr) -> bool:
+        """Does ``expr`` (a receiver or store target's value) hold ``t[... i ...]``?"""
+        while isinstance(expr, (cst.Subscript, cst.Attribute)):
+            if isinstance(expr, cst.Subscript) and any(expr_reads(el.slice) & self.indices for el in expr.slice):
+                return True
+            expr = expr.value
+        return False
+
+    def _store(self, target):
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._store(el.value)
+        elif isinstance(target, (cst.Subscript, cst.Attribute)):
+            self.found |= self._indexed(target.value) or _root_name(target) in self.rows
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self._store(t.target)
+            if isinstance(t.target, cst.Name) and self._indexed(node.value):
+                self.rows.add(t.target.value)
+
+    def visit_AugAssign(self, node):
+        self._store(node.target)
+        if isinstance(node.target, cst.Name) and node.target.value in self.rows:
+            self.found = True
+
+    def visit_Call(self, node):
+        f = node.func
+        if isinstance(f, cst.Attribute) and f.attr.value.endswith("_") and not f.attr.value.endswith("__"):
+            self.found |= self._indexed(f.value) or _root_name(f.value) in self.rows
+
+
+_STACKS = {"stack", "cat"}
+# calls whose result has a length known only from tensor data (``torch.where`` with one argument)
+_DATA_DEPENDENT = {"nonzero", "unique", "unique_consecutive", "tolist", "masked_select", "argwhere", "where"}
+
+
+class _DataDependent(cst.CSTVisitor):
+    """Does an expression call ``nonzero()``, ``unique()``, ``tolist()``... (or read a name bound to one)?"""
+
+    def __init__(self, names=frozenset()):
+        self.names, self.found = names, None
+
+    def visit_Lambda(self, node):
         return False
 
     def visit_Call(self, node):
-        func = node.func
-        if (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value == self.ctx.runtime
-        ):
-            for arg in node.args:  # operands handed to a branch function keep their meaning there
-                if isinstance(arg.value, cst.Tuple):
-                    for el in arg.value.elements:
-                        if isinstance(el.value, cst.Name):
-                            self.passed.add(el.value.value)
-                else:
-                    arg.visit(self)
-            return False
-        return True
-
-    def visit_Attribute(self, node):
-        node.value.visit(self)
-        return False
-
-    def visit_Arg(self, node):
-        node.value.visit(self)
-        return False
+        f = node.func
+        name = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
+        if name in _DATA_DEPENDENT and not (name == "where" and len(node.args) != 1):
+            self.found = self.found or name
 
     def visit_Name(self, node):
-        self.bare[node.value] = self.bare.get(node.value, 0) + 1
+        if node.value in self.names:
+            self.found = self.found or node.value
 
 
-def _row_targets(body, index: str) -> list[str]:
-    """``z`` for each top-level ``z[i] = value`` statement."""
-    rows = []
-    for stmt in body:
-        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
-            targets = stmt.body[0].targets
-            t = targets[0].target
-            if len(targets) == 1 and isinstance(t, cst.Subscript) and isinstance(t.value, cst.Name):
-                s = t.slice
-                if (
-                    len(s) == 1
-                    and isinstance(s[0].slice, cst.Index)
-                    and isinstance(s[0].slice.value, cst.Name)
-                    and s[0].slice.value.value == index
-                ):
-                    rows.append(t.value.value)
-    return rows
+def data_dependent(expr, names=frozenset()) -> str | None:
+    v = _DataDependent(names)
+    expr.visit(v)
+    return v.found
 
 
-class ForToScan(Pass):
-    HANDLES = frozenset({"loop"})
-    NEEDS = ("liveness",)
+class _DataDependentNames(cst.CSTVisitor):
+    """Names bound (anywhere in the function) to a data-dependent sequence: ``hit = mask.nonzero()``."""
+
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def visit_Assign(self, node):
+        if data_dependent(node.value, frozenset(self.names)):
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    self.names.add(t.target.value)
+
+
+def _append_target(stmt) -> tuple[str, cst.BaseExpression] | None:
+    """``(outs, v)`` for a statement ``outs.append(v)``."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
+        return None
+    call = stmt.body[0].value
+    f = call.func if isinstance(call, cst.Call) else None
+    if not (isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value == "append"):
+        return None
+    if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+        return None
+    return f.value.value, call.args[0].value
+
+
+def _stack_of(call: cst.Call) -> str | None:
+    """``outs`` for ``torch.stack(outs, ...)`` / ``torch.cat(outs, ...)``."""
+    f = call.func
+    if (
+        isinstance(f, cst.Attribute)
+        and isinstance(f.value, cst.Name)
+        and f.value.value == "torch"
+        and f.attr.value in _STACKS
+        and call.args
+        and call.args[0].keyword is None
+        and not call.args[0].star
+        and isinstance(call.args[0].value, cst.Name)
+    ):
+        return call.args[0].value.value
+    return None
+
+
+class _Uses(cst.CSTVisitor):
+    """How often each name is read, and how often as the list of ``torch.stack``/``torch.cat``."""
+
+    def __init__(self):
+        self.all: dict[str, int] = {}
+        self.stacked: dict[str, int] = {}
+
+    def visit_Name(self, node):
+        self.all[node.value] = self.all.get(node.value, 0) + 1
+
+    def visit_Call(self, node):
+        name = _stack_of(node)
+        if name is not None:
+            self.stacked[name] = self.stacked.get(name, 0) + 1
+
+
+def _uses(stmts) -> _Uses:
+    v = _Uses()
+    for s in stmts:
+        s.visit(v)
+    return v
+
+
+def _root_name(expr) -> str | None:
+    while isinstance(expr, (cst.Subscript, cst.Attribute)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+class ForToScan(LoopRule):
+    CONSTRUCT = "for"
+    EXPRESSIONS = True  # torch.stack(outs) after a loop that appends to outs: _ub.stack(outs)
     EXAMPLES = [
         Rewrite(
             """
@@ -122,30 +272,69 @@ class ForToScan(Pass):
             def forward(self, x, y):
                 z = torch.zeros(x.shape[0], y.shape[0])
                 acc = torch.zeros(x.shape[1])
-                def loop_body_1(i, x, z, acc):
-                    z[i] = ((x[i] - y) ** 2).sum(-1)
-                    acc += x[i]
-                    return acc
-                acc = _ub.for_range(x.shape[0], loop_body_1, reads=(x,), rows=(z,), carry=(acc,), mutated=(0,), kept=(0,))
+                def loop_body_1(i, z, acc):
+                    _ub.at(z)[i] = ((_ub.at(x)[i] - y) ** 2).sum(-1)
+                    acc += _ub.at(x)[i]
+                    return z, acc
+                z, acc = _ub.for_range(x.shape[0], loop_body_1, carry=(z, acc), mutated=(0, 1), kept=(0, 1))
                 return z, acc
             """,
         ),
         Rewrite(
             """
             def forward(self, x):
+                out = x.clone()
+                for i in range(1, x.shape[0]):
+                    out[i, :] = out[i - 1] * 0.5 + x[i] * (i % 2)
+                return out
+            """,
+            """
+            def forward(self, x):
+                out = x.clone()
+                def loop_body_1(i, out):
+                    _ub.at(out)[i, :] = _ub.at(out)[i - 1] * 0.5 + _ub.at(x)[i] * (i % 2)
+                    return out
+                out = _ub.for_range((1, x.shape[0]), loop_body_1, carry=(out,), mutated=(0,), kept=(0,))
+                return out
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
                 total = x[0] * 0
-                for row in x:
-                    total = total + row.relu()
+                for t, row in enumerate(x):
+                    total = total + row.relu() * t
+                else:
+                    total = total * 2
                 return total
             """,
             """
             def forward(self, x):
                 total = x[0] * 0
-                def loop_body_1(row, total):
-                    total = total + row.relu()
+                def loop_body_1(t, row, total):
+                    total = total + row.relu() * t
                     return total
-                total = _ub.for_each(x, loop_body_1, carry=(total,))
+                total = _ub.for_each(x, loop_body_1, carry=(total,), enumerated=0)
+                total = total * 2
                 return total
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
+                outs = []
+                for row in x:
+                    outs.append(row.relu())
+                return torch.stack(outs)
+            """,
+            """
+            def forward(self, x):
+                outs = []
+                def loop_body_1(row):
+                    outs_item = row.relu()
+                    return outs_item
+                outs = _ub.for_each(x, loop_body_1, appends=(outs,))
+                return _ub.stack(outs)
             """,
         ),
         Unchanged(
@@ -158,55 +347,125 @@ class ForToScan(Pass):
                 return x
             """
         ),
+        Unchanged(  # refused: the loop index 'i' bounds a slice (each step would have another shape)
+            """
+            def forward(self, x):
+                acc = x[0] * 0
+                for i in range(x.shape[0]):
+                    acc = acc + x[:i].sum(0)
+                return acc
+            """
+        ),
     ]
 
-    def leave_For(self, original: cst.For, updated: cst.For):
-        ctx = self.ctx
-        if not ctx.is_candidate_loop(original):
-            return updated
-        plan = self._plan(original, list(updated.body.body))
-        if isinstance(plan, str):
-            return self.leave_as_python(original, updated, plan, "for")
-        params, helper, length, keywords, outputs = plan
-        (name,) = ctx.namer.numbered("loop", ("body",))
-        body = explicit_super(updated.body.body, ctx)
-        fn = branch_def(name, params, body, outputs).with_changes(leading_lines=updated.leading_lines)
-        stmt = call_statement(outputs, runtime_call(ctx, helper, [length, cst.Name(name)], **keywords))
-        ctx.note(original, "scan", f"carry: {', '.join(outputs) or '-'}")
-        return cst.FlattenSentinel([fn, stmt])
+    def __init__(self, fn, ctx):
+        super().__init__(fn, ctx)
+        self._indices: list[set[str]] = []  # the integer indices of the enclosing candidate loops
+        self._stacked: set[str] = set()  # lists a converted loop appends to (stacked under a scan)
+        found = _DataDependentNames()
+        fn.visit(found)
+        self._data_dependent = frozenset(found.names)
 
-    def _plan(self, node: cst.For, body):
-        if node.orelse is not None:
-            return "a for loop with an else clause"
-        if not isinstance(node.target, cst.Name):
-            return "a for loop whose target is not a single name"
-        why = loop_blocker(body)
-        if why:
-            return why
-        index = node.target.value
-        if index in self.facts.live_out.get(node, set()):
-            return f"the loop variable '{index}' is used after the loop"
-        state = carried(node, body, None, self.facts, self.ctx, exclude=(index,))
-        if isinstance(state, str):
-            return state
-        it = node.iter
-        mutated = changed_in_place(body, state, self.ctx)
-        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"):
-            return [index, *state], "for_each", it, {"carry": state, **mutated}, state
-        uses = _IndexUses(index, self.ctx)
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        name = _stack_of(updated)
+        if name is None or name not in self._stacked:
+            return updated
+        return updated.with_changes(func=cst.Attribute(cst.Name(self.ctx.runtime), cst.Name(updated.func.attr.value)))
+
+    def _appends(self, original: cst.For, body) -> list[tuple[int, str]]:
+        """(position in the body, list) of each ``outs.append(v)`` whose list is only stacked after the loop."""
+        found = []
+        before = self.facts.defined.get(original, set())
+        inside = _uses(as_written(body, self.ctx.runtime))
+        _, after = surroundings(self._scope(), original)
+        later = _uses(after)
+        for k, stmt in enumerate(body):
+            target = _append_target(stmt)
+            if target is None or target[0] not in before or inside.all.get(target[0]) != 1:
+                continue
+            name = target[0]
+            if later.all.get(name, 0) == later.stacked.get(name, 0):
+                found.append((k, name))
+        return found
+
+    def visit_For(self, node: cst.For) -> bool:
+        form = iteration(node) if self.is_candidate(node) else None
+        self._indices.append(set(form.indices) if isinstance(form, Iteration) else set())
+        return True
+
+    def is_candidate(self, original: cst.For) -> bool:
+        """A ``for`` over a tensor or symbolic size, or over a ``range`` bounded by an enclosing index."""
+        if self.ctx.is_candidate_loop(original) or data_dependent(original.iter, self._data_dependent):
+            return True
+        rng = _call_of(original.iter, "range")
+        enclosing = set().union(*self._indices[:-1]) if self._indices else set()
+        return rng is not None and bool(expr_reads(rng) & enclosing)
+
+    def leave_For(self, original: cst.For, updated: cst.For):
+        try:
+            return self.rewrite(original, updated)
+        finally:
+            self._indices.pop()
+
+    def plan(self, original: cst.For, updated: cst.For) -> LoopPlan | Refusal:
+        source = data_dependent(original.iter, self._data_dependent)
+        if source:
+            return Refusal(
+                f"it loops over a sequence whose length depends on tensor data ({source}): torch.export has no "
+                "loop over such a length; loop over a bound known from shapes (e.g. every expert) and mask "
+                "the steps that do not apply"
+            )
+        form = iteration(original)
+        if isinstance(form, Refusal):
+            return form
+        body = list(updated.body.body)
+        after = list(updated.orelse.body.body) if updated.orelse is not None else []
+        live = self.facts.live_out.get(original, set())
+        for name in form.targets:
+            if name in live:
+                return Refusal(f"the loop variable '{name}' is used after the loop")
+        uses = _IndexUses(form.indices)
         for s in body:
             s.visit(uses)
-        if uses.bare.get(index):
-            return f"the loop index '{index}' is used other than as x[{index}]"
-        writes = block_writes(body)
-        rows = _row_targets(body, index)
-        defined = self.facts.defined.get(node, set())
-        reads = in_order(uses.subscripted - set(rows) - writes, body)
-        for name in (*reads, *rows):
-            if uses.bare.get(name) or name not in defined:
-                return f"'{name}' is used in the loop other than as {name}[{index}]"
-        changed = set(reads) & block_effects(body, self.ctx.mutating_helpers).mutated
+        if uses.problem:
+            return Refusal(uses.problem)
+        appends = self._appends(original, body)
+        lists = [name for _, name in appends]
+        items = {k: self.ctx.namer.new(f"{name}_item") for k, name in appends}
+        body = [
+            cst.SimpleStatementLine(
+                [cst.Assign([cst.AssignTarget(cst.Name(items[k]))], _append_target(stmt)[1])],
+                leading_lines=stmt.leading_lines,
+            )
+            if k in items
+            else stmt
+            for k, stmt in enumerate(body)
+        ]
+        state = self.carried(original, body, None, exclude=[*form.targets, *items.values()], after=after)
+        if isinstance(state, Refusal):
+            return state
+        rows = set(form.targets) - set(form.indices)
+        changed = rows & block_effects(as_written(body, self.ctx.runtime), self.ctx.mutating_helpers).mutated
         if changed:
-            return f"'{sorted(changed)[0]}' is read as {sorted(changed)[0]}[{index}] and changed in place in the loop"
-        keywords = {"reads": reads, "rows": rows, "carry": state, **mutated}
-        return [index, *reads, *rows, *state], "for_range", it.args[0].value, keywords, state
+            return Refusal(
+                f"the loop variable '{sorted(changed)[0]}' (a row of what the loop iterates) is changed in place"
+            )
+        if form.indices:
+            rows_changed = _RowsChanged(form.indices)
+            for s in as_written(body, self.ctx.runtime):
+                s.visit(rows_changed)
+            if rows_changed.found:
+                return Refusal(
+                    "a row taken with the loop index is changed in place (under export it is a copy): "
+                    "write it back with an assignment, e.g. out[i] = out[i] * 2"
+                )
+            at = AtSubscripts(form.indices, self.ctx.runtime, self.ctx.origins)
+            body = [s.visit(at) for s in body]
+        keywords = {"carry": cst.Tuple([cst.Element(cst.Name(n)) for n in state.names]), **state.keywords()}
+        keywords.update(form.keywords)
+        if lists:
+            keywords["appends"] = cst.Tuple([cst.Element(cst.Name(n)) for n in lists])
+            self._stacked.update(lists)
+        returns = [*state.names, *items.values()]
+        function = Function("body", [*form.targets, *state.names], body, returns)
+        return LoopPlan(form.helper, [function], [form.over, "body"], keywords, [*state.names, *lists], after)

@@ -17,14 +17,38 @@ from __future__ import annotations
 import libcst as cst
 
 from ..normalise.boolean_ops import runtime_predicate
-from ..passes import Pass, Rewrite, Unchanged
-from ._loops import carried, changed_in_place, loop_blocker, runtime_call
-from ._util import branch_def, call_statement, explicit_super, tuple_node
+from ..passes import Refused, Rewrite, Unchanged
+from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal
+from ._util import tuple_node
 
 
-class WhileToLoop(Pass):
-    HANDLES = frozenset({"loop"})
-    NEEDS = ("liveness",)
+def _counters(body, names) -> set[str]:
+    """Carried names the body steps by an integer (``i += 1``, ``i = i - 2``): int counters."""
+
+    def step(value, name) -> bool:
+        return (
+            isinstance(value, cst.BinaryOperation)
+            and isinstance(value.left, cst.Name)
+            and value.left.value == name
+            and isinstance(value.right, cst.Integer)
+        )
+
+    found = set()
+    for stmt in body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+                if isinstance(small.value, cst.Integer):
+                    found.add(small.target.value)
+            elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+                if isinstance(target, cst.Name) and step(small.value, target.value):
+                    found.add(target.value)
+    return found & set(names)
+
+
+class WhileToLoop(LoopRule):
+    ROLES = ("cond", "body")
+    CONSTRUCT = "while"
     EXAMPLES = [
         Rewrite(
             """
@@ -79,36 +103,39 @@ class WhileToLoop(Pass):
                 return x
             """
         ),
+        Refused(
+            """
+            def forward(self, x):
+                while x.sum() > 0:
+                    x = x - 1
+                else:
+                    x = x * 2
+                return x
+            """,
+            "a while loop with an else clause",
+        ),
     ]
 
     def leave_While(self, original: cst.While, updated: cst.While):
-        ctx = self.ctx
-        if not ctx.is_candidate_loop(original):
-            return updated
-        body, test = list(updated.body.body), updated.test
-        state = self._plan(original, body, test)
-        if isinstance(state, str):
-            return self.leave_as_python(original, updated, state, "while")
-        cond_name, body_name = ctx.namer.numbered("loop", ("cond", "body"))
-        pred = cst.SimpleStatementLine([cst.Return(runtime_predicate(test, ctx))])
-        defs = [
-            branch_def(cond_name, state, [pred], []).with_changes(leading_lines=updated.leading_lines),
-            branch_def(body_name, state, explicit_super(body, ctx), state),
-        ]
-        inplace = changed_in_place(body, state, ctx)
-        call = runtime_call(ctx, "while_stmt", [cst.Name(cond_name), cst.Name(body_name), tuple_node(state)], **inplace)
-        ctx.note(original, "while_loop", f"carry: {', '.join(state)}")
-        return cst.FlattenSentinel([*defs, call_statement(state, call)])
+        return self.rewrite(original, updated)
 
-    def _plan(self, node, body, test):
-        if node.orelse is not None:
-            return "a while loop with an else clause"
-        why = loop_blocker(body)
-        if why:
-            return why
-        state = carried(node, body, test, self.facts, self.ctx)
-        if isinstance(state, str):
+    def plan(self, original: cst.While, updated: cst.While) -> LoopPlan | Refusal:
+        if original.orelse is not None:
+            return Refusal("a while loop with an else clause")
+        body, test = list(updated.body.body), updated.test
+        state = self.carried(original, body, test)
+        if isinstance(state, Refusal):
             return state
-        if not state:
-            return "nothing the loop condition reads changes in the loop"
-        return state
+        if not state.names:
+            return Refusal("nothing the loop condition reads changes in the loop")
+        names = state.names
+        counters = _counters(body, names)
+        if counters:
+            at = AtSubscripts(counters, self.ctx.runtime, self.ctx.origins)
+            body = [s.visit(at) for s in body]
+        functions = [
+            Function("cond", names, [cst.SimpleStatementLine([cst.Return(runtime_predicate(test, self.ctx))])], []),
+            Function("body", names, body, names),
+        ]
+        positional = ["cond", "body", tuple_node(names)]
+        return LoopPlan("while_stmt", functions, positional, state.keywords(), names, kind="while_loop")

@@ -8,13 +8,15 @@ symbolic, so eager runs of rewritten code stay exact and cheap.
 from .checks import raise_if, unconverted
 from .conditions import all_, any_, bool_, equal, float_, in_, int_, not_in
 from .control_flow import and_, given, if_exp, if_stmt, not_, or_, right_needed
-from .loops import for_each, for_range, while_stmt
+from .loops import at, cat, for_each, for_range, stack, unconverted_loop, while_stmt
 
 __all__ = [
     "all_",
     "and_",
+    "at",
     "any_",
     "bool_",
+    "cat",
     "equal",
     "float_",
     "for_each",
@@ -29,6 +31,8 @@ __all__ = [
     "or_",
     "raise_if",
     "right_needed",
+    "stack",
     "unconverted",
+    "unconverted_loop",
     "while_stmt",
 ]

@@ -1,43 +1,40 @@
 """Loops that become ``scan`` / ``while_loop`` only when the trip count is symbolic.
 
-    acc = _ub.for_range(x.shape[0], loop_body_1, reads=(x,), rows=(z,), carry=(acc,))
-    n, acc = _ub.while_stmt(loop_cond_2, loop_body_2, (n, acc))
+    acc = _ub.for_range(x.shape[0], loop_body_1, carry=(acc, out), mutated=(1,), kept=(1,))
+    acc = _ub.for_range((1, x.shape[0], 2), loop_body_2, carry=(acc,))
+    h = _ub.for_each(x, loop_body_3, carry=(h,), enumerated=0)
+    n, acc = _ub.while_stmt(loop_cond_4, loop_body_4, (n, acc))
 
-The body keeps the user's statements, in-place updates included: ``mutated`` names the
-carried values the body may change in place. Eagerly they change as in the original loop;
-under ``scan``/``while_loop`` (which forbid that) each step changes a clone, and the final
-value is copied back into the original tensor, so its aliases see it. Under ``scan`` the
-body receives, for each tensor it reads as ``x[i]``, a view whose ``[i]`` is the current
-slice, and for each tensor it fills as ``z[i] = v``, a sink that keeps ``v``; the stacked
-rows are written into ``z`` afterwards.
+Eagerly (or with a plain Python length) each is the original Python loop, run by the same
+body function. Under export with a symbolic length:
+
+- ``range(n)`` and ``for row in x`` become a ``scan``; the index, scanned as
+  ``torch.arange(n)``, reaches the body as a 0-d integer tensor, so ``(i + 1) * x[i]``,
+  ``i % 2`` are tensor arithmetic there, and the compiler wrote subscripts holding it as
+  ``_ub.at(x)[i - 1]`` (below);
+- ``range(a, b, step)`` becomes a ``while_loop`` over a 0-d tensor counter (a scan over
+  ``arange(a, b)`` would pin its derived length away from 0 and 1);
+- ``mutated`` names the carried values the body changes in place (``out[i] = v``,
+  ``acc += v``): each step changes a clone (loop ops forbid input mutation) and the final
+  value is copied back into the original tensor, so its aliases see it; ``kept`` those never
+  rebound, which come back as the original objects.
+
+``at(t)[i - 1]``, ``at(out)[i, :] = v``: a subscript with the loop index. Measured (torch
+2.13): the index as a SymInt (``.item()``) fails as soon as the step also reads a parameter
+("u4 is not tracked with proxy", "Could not guard on ... <= -u4 - 1") and inside a tuple
+subscript ("got SymInt"); a 0-d tensor in a Python subscript is turned into an int
+("Could not extract specialized integer"). ``index_select`` reads and ``index_put_``
+writes with the 0-d tensor work in both export modes; eagerly ``at(t)`` is ``t`` itself.
 """
 
 from __future__ import annotations
 
+import builtins
+
 import torch
 from torch.utils import _pytree as pytree
 
-from ._tracing import fresh_outputs, is_symbolic, tracing
-
-
-class _Row:
-    """``x`` inside a scanned body: ``x[i]`` is the slice of the current step."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def __getitem__(self, index):
-        return self.value
-
-
-class _Sink:
-    """``z`` inside a scanned body: ``z[i] = v`` keeps ``v`` as this step's row."""
-
-    def __init__(self):
-        self.value = None
-
-    def __setitem__(self, index, value):
-        self.value = value
+from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller, tracing
 
 
 def _as_tuple(out, n: int) -> tuple:
@@ -52,10 +49,23 @@ def _from_tuple(state: tuple):
     return state[0] if len(state) == 1 else state
 
 
-def _symbolic_length(n) -> bool:
+def _symbolic(*values) -> bool:
     if not tracing():
         return False
-    return isinstance(n, torch.SymInt) or torch.compiler.is_dynamo_compiling()
+    return torch.compiler.is_dynamo_compiling() or any(isinstance(v, (torch.SymInt, torch.Tensor)) for v in values)
+
+
+def _data_dependent(n) -> bool:
+    """A length known only at run time (``nonzero()``, ``unique()``): no loop op can take it."""
+    if not isinstance(n, torch.SymInt) or torch.compiler.is_dynamo_compiling():
+        return False
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return bool(free_unbacked_symbols(n))
+
+
+def _all_tensors(values) -> bool:
+    return all(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(tuple(values)))
 
 
 def _fresh_carry(state, mutated):
@@ -77,49 +87,193 @@ def _write_back(carry, final, mutated, kept) -> tuple:
     return tuple(final)
 
 
-def for_range(n, body, reads=(), rows=(), carry=(), mutated=(), kept=()):
-    """``for i in range(n): body`` -> ``scan`` over ``i`` when ``n`` is a symbolic size."""
-    tensors = all(isinstance(t, torch.Tensor) for t in (*reads, *rows, *pytree.tree_leaves(carry)))
-    if not (tensors and _symbolic_length(n)):
-        state = tuple(carry)
-        for i in range(n):
-            state = _as_tuple(body(i, *reads, *rows, *state), len(carry))
-        return _from_tuple(state)
+def _refuse_data_dependent(construct: str):
+    fail(
+        f"{origin_of_caller(2)}: this {construct} loops over a sequence whose length depends on tensor data "
+        "(nonzero(), unique(), a mask...): torch.export has no loop over such a length. Loop over a bound "
+        "known from shapes (e.g. every expert) and mask the steps that do not apply",
+        construct,
+    )
+
+
+def _scan(step, carry, xs, device):
+    """(final carry, stacked per-step outputs)."""
     from torch._higher_order_ops.scan import scan
 
-    def step(state, xs):
-        index, *slices = xs
-        sinks = [_Sink() for _ in rows]
-        own = _fresh_carry(state[: len(carry)], mutated)
-        out = _as_tuple(body(index, *(_Row(s) for s in slices), *sinks, *own), len(carry))
-        ys = tuple(s.value for s in sinks)
-        out = fresh_outputs(out, (*state, *slices)) or (state[0] + 0,)  # scan needs a carry: a dummy one
-        return out, fresh_outputs(ys, (*state, *slices, *out))
-
-    device = next((t.device for t in (*reads, *rows)), None)
-    xs = (torch.arange(n, device=device), *(t[:n] for t in reads))
-    state, ys = scan(step, tuple(carry) or (torch.zeros((), device=device),), xs)
-    for target, stacked in zip(rows, ys):
-        target[: stacked.shape[0]] = stacked
-    return _from_tuple(_write_back(carry, tuple(state)[: len(carry)], mutated, kept))
+    init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
+    state, ys = scan(step, init, xs)
+    return tuple(state)[: len(carry)], tuple(ys)
 
 
-def for_each(iterable, body, carry=(), mutated=(), kept=()):
-    """``for row in x: body`` -> ``scan`` over the first dimension of a tensor of symbolic length."""
-    symbolic = isinstance(iterable, torch.Tensor) and _symbolic_length(iterable.shape[0])
-    if not symbolic or not all(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(carry)):
+def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=()):
+    """``for i in range(*bounds): body`` -> ``scan``/``while_loop`` when a bound is a symbolic size.
+
+    ``appends``: the lists the body appends one value to at each step (``outs.append(v)``); the
+    body returns those values after the carried ones. Eagerly they are appended; under a scan
+    they come back stacked (``Stacked``), for ``_ub.stack``/``_ub.cat`` after the loop.
+    """
+    start, stop, step = _range_args(bounds)
+    n, m = len(carry), len(appends)
+    plain = isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1
+    scannable = plain and not isinstance(stop, torch.Tensor) and not _data_dependent(stop)
+    if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
         state = tuple(carry)
-        for row in iterable:
-            state = _as_tuple(body(row, *state), len(carry))
-        return _from_tuple(state)
-    from torch._higher_order_ops.scan import scan
+        for i in range(start, stop, step):
+            state = _append(_as_tuple(body(i, *state), n + m), n, appends)
+        return _from_tuple((*state, *appends))
+    if scannable:
 
-    def step(state, row):
-        out = _as_tuple(body(row, *_fresh_carry(state[: len(carry)], mutated)), len(carry))
-        return fresh_outputs(out, (*state, row)) or (state[0] + 0,), ()
+        def scan_step(state, i):
+            out = _as_tuple(body(i, *_fresh_carry(state[:n], mutated)), n + m)
+            return fresh_outputs(out[:n], state) or (state[0] + 0,), fresh_outputs(out[n:], (*state, *out[:n]))
 
-    state, _ = scan(step, tuple(carry) or (torch.zeros((), device=iterable.device),), iterable)
-    return _from_tuple(_write_back(carry, tuple(state)[: len(carry)], mutated, kept))
+        final, ys = _scan(scan_step, carry, torch.arange(stop), None)
+        return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
+    from torch._higher_order_ops.while_loop import while_loop
+
+    # a bound that is a tensor (an enclosing loop's index) goes in as a carried value: closed over,
+    # it is lifted under the same name as that index inside an enclosing cond or scan, and dynamo's
+    # codegen then fails ("duplicate argument 'child_3' in function definition")
+    if isinstance(start, torch.Tensor) or isinstance(stop, torch.Tensor):
+        return _counted_with_bounds(start, stop, step, body, carry, mutated, kept)
+
+    def test(k, *values):
+        return k < stop if step > 0 else k > stop
+
+    def loop_step(k, *values):
+        out = _as_tuple(body(k.clone(), *_fresh_carry(values, mutated)), n)
+        return (k + step, *fresh_outputs(out, values))
+
+    counter = start if isinstance(start, torch.Tensor) else torch.full((), start, dtype=torch.long)
+    final = tuple(while_loop(test, loop_step, (counter, *carry)))[1:]
+    return _from_tuple(_write_back(carry, final, mutated, kept))
+
+
+def _counted_with_bounds(start, stop, step, body, carry, mutated, kept):
+    """The while_loop of ``for_range`` with the stop carried (it is a tensor: see there)."""
+    from torch._higher_order_ops.while_loop import while_loop
+
+    n = len(carry)
+
+    def test(k, last, *values):
+        return k < last if step > 0 else k > last
+
+    def loop_step(k, last, *values):
+        out = _as_tuple(body(k.clone(), *_fresh_carry(values, mutated)), n)
+        return (k + step, last.clone(), *fresh_outputs(out, values))
+
+    counter = start.clone() if isinstance(start, torch.Tensor) else torch.full((), start, dtype=torch.long)
+    last = stop.clone() if isinstance(stop, torch.Tensor) else torch.full((), stop, dtype=torch.long)
+    final = tuple(while_loop(test, loop_step, (counter, last, *carry)))[2:]
+    return _from_tuple(_write_back(carry, final, mutated, kept))
+
+
+def _append(out: tuple, n: int, appends) -> tuple:
+    for target, value in zip(appends, out[n:]):
+        target.append(value)
+    return out[:n]
+
+
+class Stacked:
+    """A list the loop appended to, under a scan: what it held before, then one stacked tensor."""
+
+    def __init__(self, before: list, rows: torch.Tensor):
+        self.before, self.rows = list(before), rows
+
+    def tensor(self) -> torch.Tensor:
+        if not self.before:
+            return self.rows
+        return torch.cat([torch.stack(self.before), self.rows])
+
+
+def _stacked(appends, ys) -> tuple:
+    return tuple(Stacked(before, rows) for before, rows in zip(appends, ys))
+
+
+def stack(tensors, dim=0):
+    """``torch.stack(outs, dim)`` after a loop that appended to ``outs`` (a ``Stacked`` under a scan)."""
+    if not isinstance(tensors, Stacked):
+        return torch.stack(tensors, dim)
+    return tensors.tensor().movedim(0, dim)
+
+
+def cat(tensors, dim=0):
+    """``torch.cat(outs, dim)`` after a loop that appended to ``outs`` (a ``Stacked`` under a scan)."""
+    if not isinstance(tensors, Stacked):
+        return torch.cat(tensors, dim)
+    t = tensors.tensor()
+    d = dim if dim >= 0 else dim + t.dim() - 1
+    return t.movedim(0, d).flatten(d, d + 1)
+
+
+def _range_args(bounds) -> tuple:
+    args = bounds if isinstance(bounds, tuple) else (bounds,)
+    if len(args) == 1:
+        return 0, args[0], 1
+    if len(args) == 2:
+        return args[0], args[1], 1
+    if isinstance(args[2], int) and not isinstance(args[2], bool) and args[2] == 0:
+        raise ValueError("range() arg 3 must not be zero")
+    return args
+
+
+def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zipped=False, appends=()):
+    """``for row in x: body`` -> ``scan`` over the first dimension of tensors of symbolic length.
+
+    ``enumerated=start``: ``for i, row in enumerate(x, start)`` (the body takes ``i, row``);
+    ``zipped``: ``for a, b in zip(x, y)`` (``iterable`` is the tuple of zipped values).
+    """
+    sources = tuple(iterable) if zipped else (iterable,)
+    lengths = [t.shape[0] for t in sources if isinstance(t, torch.Tensor) and t.dim() > 0]
+    traced = len(lengths) == len(sources) and _symbolic(*lengths) and _all_tensors(carry)
+    count, m = len(carry), len(appends)
+    if not traced:
+        items = builtins.zip(*sources) if zipped else iterable
+        if enumerated is not None:
+            items = ((i, *row) if zipped else (i, row) for i, row in builtins.enumerate(items, enumerated))
+        state = tuple(carry)
+        for item in items:
+            args = item if (zipped or enumerated is not None) else (item,)
+            state = _append(_as_tuple(body(*args, *state), count + m), count, appends)
+        return _from_tuple((*state, *appends))
+    if any(_data_dependent(n) for n in lengths):
+        _refuse_data_dependent("for loop")
+    n = lengths[0]
+    for other in lengths[1:]:
+        n = torch.sym_min(n, other)
+    xs = tuple(t[:n] for t in sources) if len(sources) > 1 else sources
+    if enumerated is not None:
+        xs = (torch.arange(n, device=sources[0].device), *xs)
+
+    def step(state, rows):
+        args = list(rows)
+        if enumerated is not None:
+            args[0] = rows[0] + enumerated
+        out = _as_tuple(body(*args, *_fresh_carry(state[:count], mutated)), count + m)
+        carried = fresh_outputs(out[:count], (*state, *rows)) or (state[0] + 0,)
+        return carried, fresh_outputs(out[count:], (*state, *rows, *carried))
+
+    final, ys = _scan(step, carry, xs, sources[0].device)
+    return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
+
+
+def unconverted_loop(iterable, why: str):
+    """The iterable of a ``for`` unbranch left as Python (``why``): fails clearly on a data-dependent length."""
+    if tracing() and isinstance(iterable, torch.Tensor) and iterable.dim() > 0 and _data_dependent(iterable.shape[0]):
+        fail(
+            f"{origin_of_caller(1)}: this for loop could not be converted ({why}) and loops over a "
+            "length that depends on tensor data, which torch.export cannot unroll",
+            "for",
+        )
+    return iterable
+
+
+def _size_test(pred) -> bool:
+    """A test on sizes under export, even one the size ranges decide (``0 < n`` with n >= 2 assumed):
+    peeling such steps in Python would bake the assumption in (the program then fails for n == 1)."""
+    if not tracing() or pred is True or pred is False:
+        return False
+    return isinstance(pred, (torch.SymBool, bool))
 
 
 def while_stmt(cond, body, carry=(), mutated=(), kept=()):
@@ -127,12 +281,17 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=()):
     state = tuple(carry)
     while True:
         pred = cond(*state)
-        if is_symbolic(pred):
+        if is_symbolic(pred) or _size_test(pred):
             break
         if not pred:
             return _from_tuple(state)
         state = _as_tuple(body(*state), len(carry))
     from torch._higher_order_ops.while_loop import while_loop
+
+    # an int counter (``i = 0 ... i += 1``) goes in as a 0-d tensor: as a SymInt it fails once the
+    # body also reads a parameter (measured); the compiler wrote its subscripts as ``_ub.at(t)[i]``
+    state = tuple(_counter(v) for v in state)
+    carry = state
 
     def test(*values):
         p = cond(*values)
@@ -142,3 +301,122 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=()):
         return fresh_outputs(_as_tuple(body(*_fresh_carry(values, mutated)), len(carry)), values)
 
     return _from_tuple(_write_back(state, tuple(while_loop(test, step, state)), mutated, kept))
+
+
+def _counter(v):
+    if isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool):
+        return torch.full((), v, dtype=torch.long)
+    return v
+
+
+class _At:
+    """``t`` under tracing, indexed by the loop index (a 0-d integer tensor there)."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __getitem__(self, index):
+        view = _chained(self.tensor, index)
+        return self.tensor[index] if view is None else view
+
+    def __setitem__(self, index, value):
+        index = index if isinstance(index, tuple) else (index,)
+        target = _chained(self.tensor, index)
+        if target is None:
+            self.tensor[index] = value
+            return
+        if isinstance(value, torch.Tensor) and value is target:
+            return
+        positions = [k for k, e in enumerate(index) if _is_index_tensor(e)]
+        if not positions:
+            target.copy_(value) if isinstance(value, torch.Tensor) else target.fill_(value)
+            return
+        # advanced indexing with one-element index tensors: an index_put_ (no .item(), no view)
+        value = torch.as_tensor(value, dtype=self.tensor.dtype, device=self.tensor.device).expand(target.shape)
+        adjacent = positions == list(range(positions[0], positions[-1] + 1))
+        where = _result_dim(index, positions[0]) if adjacent else 0
+        fixed = tuple(
+            _wrapped(e, self.tensor, d).reshape(1) if _is_index_tensor(e) else e for d, e in _dims(index, self.tensor)
+        )
+        self.tensor[fixed] = value.unsqueeze(where)
+
+
+def _is_index_tensor(e) -> bool:
+    return isinstance(e, torch.Tensor) and e.dim() == 0 and not e.is_floating_point() and e.dtype != torch.bool
+
+
+def _wrapped(e, t, dim):
+    """A possibly negative 0-d index into dimension ``dim`` of ``t``, made non-negative (Python's wrap)."""
+    return torch.where(e < 0, e + t.shape[dim], e)
+
+
+def _dims(index, t):
+    """(dimension of ``t`` each element of ``index`` applies to, element)."""
+    real = [e for e in index if e is not None and e is not Ellipsis]
+    out, dim, seen = [], 0, 0
+    for e in index:
+        if e is None:
+            out.append((None, e))
+        elif e is Ellipsis:
+            dim = t.dim() - (len(real) - seen)
+            out.append((None, e))
+        else:
+            out.append((dim, e))
+            dim += 1
+            seen += 1
+    return out
+
+
+def _result_dim(index, position) -> int:
+    """Where basic indexing leaves the dimension that element ``position`` of ``index`` indexes."""
+    dim = 0
+    for e in index[:position]:
+        if e is None or isinstance(e, slice):
+            dim += 1
+        elif e is Ellipsis:
+            return position  # (not reached for the forms the compiler emits)
+    return dim
+
+
+def _chained(t, index):
+    """``t[index]`` as select/index_select/slice/unsqueeze steps (ints, SymInts, 0-d integer tensors,
+    slices, None, Ellipsis); None for anything else (left to torch's own indexing)."""
+    index = index if isinstance(index, tuple) else (index,)
+    if not all(
+        isinstance(e, (int, torch.SymInt, slice, type(None), type(Ellipsis)))
+        and not isinstance(e, bool)
+        or _is_index_tensor(e)
+        for e in index
+    ):
+        return None
+    real = [e for e in index if e is not None and e is not Ellipsis]
+    dim, seen = 0, 0
+    for e in index:
+        if e is None:
+            t = t.unsqueeze(dim)
+            dim += 1
+        elif e is Ellipsis:
+            dim = t.dim() - (len(real) - seen)
+        elif isinstance(e, slice):
+            t = t[(slice(None),) * dim + (e,)]
+            dim += 1
+            seen += 1
+        elif isinstance(e, torch.Tensor):
+            t = t.index_select(dim, _wrapped(e, t, dim).reshape(1)).squeeze(dim)
+            seen += 1
+        else:
+            t = t.select(dim, e)
+            seen += 1
+    return t
+
+
+def at(tensor):
+    """``at(t)[i - 1]``, ``at(out)[i, :] = v``: indexing by the loop index (eagerly: ``t`` itself).
+
+    Under tracing the index is a 0-d tensor, which Python's indexing would turn into an int
+    (``.item()``: "Could not extract specialized integer"); ``at`` reads with
+    ``index_select`` and writes with ``index_put_`` instead.
+    """
+    if tracing() and isinstance(tensor, torch.Tensor):
+        return _At(tensor)
+    return tensor
