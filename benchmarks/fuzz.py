@@ -70,7 +70,8 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
             divergences.append(eager.divergence)
             return
         k = tally["exports"]
-        if k <= i // export_every and (loops or branches_on_tensors(source)):  # one in export_every, with a cond/loop
+        exportable = constructs.get("loops") or branches_on_tensors(source)  # it can hold a cond/loop
+        if k <= i // export_every and exportable:  # one in export_every
             strict = k % strict_every == strict_every - 1
             tally["exports"] += 1
             tally["strict_exports"] += strict
