@@ -5,9 +5,27 @@
     return torch.cos(x)          else:
                                      return torch.cos(x)
 
-Afterwards a dispatched ``if`` either returns on every path or on none. The rest is only
-moved through ``if`` statements; a ``return`` inside a loop, ``with`` or ``try`` stays
-where it is (the rule then leaves that ``if`` as plain Python).
+When the rest would be needed on both sides (neither branch ends in ``return``), it is not
+copied: it becomes one function, called (and returned) where the code would reach it, so
+the code grows linearly with the nesting, not exponentially:
+
+    if a:                        def branch_cond_rest_1(x):
+        if b:                        x = x - 1
+            return x                 return x * 2
+        x = x + 1            ->  if a:
+    x = x - 1                        if b:
+    return x * 2                         return x
+                                     else:
+                                         x = x + 1
+                                         return branch_cond_rest_1(x)
+                                 else:
+                                     return branch_cond_rest_1(x)
+
+Afterwards a dispatched ``if`` either returns on every path or on none, with the same
+structure on both (what ``torch.cond`` needs: a "returned" flag and value set on one path
+only would have nothing to carry on the other). The rest is only moved through ``if``
+statements; a ``return`` inside a loop, ``with`` or ``try`` stays where it is (the rule
+then leaves that ``if`` as plain Python).
 """
 
 from __future__ import annotations
@@ -15,8 +33,10 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.flow import ends_in_return, returns_through_ifs
-from ..analysis.liveness import orelse_body
+from ..analysis.liveness import live_in, orelse_body
+from ..analysis.names import block_declared, block_writes, param_names
 from ..passes import Pass, Rewrite, Unchanged
+from ..rules._util import branch_def, call_statement, explicit_super, in_order
 
 
 def _needs_tail(s, ctx) -> bool:
@@ -28,32 +48,80 @@ def _needs_tail(s, ctx) -> bool:
     return any(_needs_tail(c, ctx) for c in (*s.body.body, *orelse_body(s)))
 
 
-def _block(stmts, ctx) -> list:
+def _block(stmts, ctx, local) -> list:
     for i, s in enumerate(stmts):
         if _needs_tail(s, ctx) and i + 1 < len(stmts):
-            return [*stmts[:i], _push(s, stmts[i + 1 :], ctx)]
+            return [*stmts[:i], *_push(s, stmts[i + 1 :], ctx, local)]
         if isinstance(s, cst.If) and _needs_tail(s, ctx):
-            return [*stmts[:i], _push(s, [], ctx)]
+            return [*stmts[:i], *_push(s, [], ctx, local)]
     return stmts
 
 
-def _push(node: cst.If, tail, ctx) -> cst.If:
+class _Unmovable(cst.CSTVisitor):
+    """Does a block hold what a nested function cannot run (yield, await, a bare locals())?"""
+
+    def __init__(self):
+        self.found = False
+
+    def visit_FunctionDef(self, node):
+        return False
+
+    visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def visit_Yield(self, node):
+        self.found = True
+
+    visit_Await = visit_Yield
+
+    def visit_Call(self, node):
+        self.found |= isinstance(node.func, cst.Name) and node.func.value in ("locals", "vars", "exec", "eval")
+
+
+def _shareable(tail, ctx) -> bool:
+    """Can ``tail`` become a nested function (its writes then stay its own)?"""
+    if block_declared(tail):
+        return False
+    v = _Unmovable()
+    for s in tail:
+        s.visit(v)
+    writes = block_writes(tail)
+    # a nested function of the user's that reads a name the tail rebinds would no longer see it
+    return not v.found and not any(c.reads & writes for c in ctx.closures)
+
+
+def _push(node: cst.If, tail, ctx, local) -> list:
+    both = tail and not ends_in_return(node.body.body) and not ends_in_return(orelse_body(node))
+    rest_def = None
+    if both and (len(tail) > 1 or not ends_in_return(tail)) and _shareable(tail, ctx):
+        # the rest is needed on both sides: one function for it, called where it would run
+        (name,) = ctx.namer.numbered(ctx.prefix, ("rest",))
+        params = in_order(live_in(tail, set()) & local, tail)
+        body = explicit_super(tail, ctx)
+        if not ends_in_return(body):
+            body = [*body, cst.SimpleStatementLine([cst.Return(cst.Name("None"))])]  # falling off the end
+        rest_def = branch_def(name, params, _block(body, ctx, local | set(params)), [])
+        rest_def = rest_def.with_changes(leading_lines=node.leading_lines)
+        node = node.with_changes(leading_lines=[])
+        call = cst.Call(cst.Name(name), [cst.Arg(cst.Name(p)) for p in params])
+        tail = [call_statement([], call, returns=True)]
     copies = iter(range(2))
 
     def branch(stmts):
         if ends_in_return(stmts) or not tail:
-            return _block(list(stmts), ctx)
+            return _block(list(stmts), ctx, local)
         moved = tail if next(copies) == 0 else [ctx.origins.cloned(t) for t in tail]
-        return _block([*stmts, *moved], ctx)
+        return _block([*stmts, *moved], ctx, local)
 
     body = branch(node.body.body)
     orelse = branch(orelse_body(node))
     new = node.with_changes(body=node.body.with_changes(body=body))
     if not orelse:
-        return new.with_changes(orelse=None)
-    if isinstance(node.orelse, cst.Else):
-        return new.with_changes(orelse=node.orelse.with_changes(body=node.orelse.body.with_changes(body=orelse)))
-    return new.with_changes(orelse=cst.Else(cst.IndentedBlock(orelse)))
+        new = new.with_changes(orelse=None)
+    elif isinstance(node.orelse, cst.Else):
+        new = new.with_changes(orelse=node.orelse.with_changes(body=node.orelse.body.with_changes(body=orelse)))
+    else:
+        new = new.with_changes(orelse=cst.Else(cst.IndentedBlock(orelse)))
+    return [new] if rest_def is None else [rest_def, new]
 
 
 class EarlyReturn(Pass):
@@ -92,4 +160,6 @@ class EarlyReturn(Pass):
     def leave_FunctionDef(self, original, updated):
         if original is not self.fn:
             return updated
-        return updated.with_changes(body=updated.body.with_changes(body=_block(list(updated.body.body), self.ctx)))
+        body = list(updated.body.body)
+        local = set(param_names(updated)) | block_writes(body)
+        return updated.with_changes(body=updated.body.with_changes(body=_block(body, self.ctx, local)))
