@@ -19,6 +19,7 @@ from .errors import UnbranchError
 from .normalise.condition_forms import ConditionForms
 from .normalise.early_return import EarlyReturn
 from .normalise.elif_chain import ElifChain
+from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
 from .origins import Origins
 from .rules.for_to_scan import ForToScan
@@ -32,6 +33,7 @@ PASSES = [
     ElifChain,  # dispatched elifs become `else: if`, so each if is a replaceable statement
     EarlyReturn,  # the code after a one-sided return moves into the other branch
     LeadingBreak,  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
+    JumpFlags,  # other break/continue a branch or loop body would hold -> flags and `if not flag:` guards
     ConditionForms,  # bool(t), x in t, any(...), torch.equal in dispatched tests
     IfToCond,  # liveness on the final shape of the code, then branch functions
     ForToScan,  # after the ifs: a converted if inside a loop is plain statements by now

@@ -8,6 +8,7 @@ symbolic, so eager runs of rewritten code stay exact and cheap.
 from .checks import raise_if, unconverted
 from .conditions import all_, any_, bool_, equal, float_, in_, int_, not_in
 from .control_flow import and_, given, if_stmt, not_, or_, right_needed
+from .jumps import flag
 from .loops import for_each, for_range, while_stmt
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "any_",
     "bool_",
     "equal",
+    "flag",
     "float_",
     "for_each",
     "for_range",
