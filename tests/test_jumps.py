@@ -219,3 +219,46 @@ def test_depth_ten_rewrites_fast():
     out = unbranch.rewrite_source(nested_return.nested(10))
     assert time.perf_counter() - start < 1.0
     assert out.count("\n") < 4 * nested_return.nested(10).count("\n")
+
+
+class ReturnInLoop(torch.nn.Module):
+    """A ``return`` inside a Python loop, under a tensor condition."""
+
+    def forward(self, x):
+        for _ in range(3):
+            x = x + 1
+            if x.sum() > 5:
+                x = x * 3
+                return x - 1
+            x = x * 2
+        x = x - 4
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_return_inside_loop(strict):
+    m = ReturnInLoop()
+    ep = export(m, (torch.zeros(4),), strict)
+    assert count_conds(ep) >= 3
+    # returns at step 1, 2, 3, or never; another length
+    inputs = [torch.full((4,), v) for v in (5.0, 0.0, -0.6, -10.0)] + [torch.full((9,), -0.3)]
+    same_everywhere(m, ep, [(x,) for x in inputs])
+
+
+class ReturnInWhile(torch.nn.Module):
+    def forward(self, x):
+        while x.sum() < 100:
+            x = x * 2
+            if x.max() > 20:
+                return x
+            x = x + 1
+        return -x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_return_inside_while_on_tensor(strict):
+    m = ReturnInWhile()
+    ep = export(m, (torch.ones(4),), strict)
+    assert _count(ep, torch.ops.higher_order.while_loop) == 1
+    inputs = [(torch.full((4,), 50.0),), (torch.full((4,), 11.0),), (torch.ones(4),), (torch.full((30,), 1.0),)]
+    same_everywhere(m, ep, inputs)

@@ -31,9 +31,9 @@ from .source import SourceInfo
 PASSES = [
     RaiseToCheck,  # first: `if c: raise` must not count as an early return
     ElifChain,  # dispatched elifs become `else: if`, so each if is a replaceable statement
-    EarlyReturn,  # the code after a one-sided return moves into the other branch
     LeadingBreak,  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
-    JumpFlags,  # other break/continue a branch or loop body would hold -> flags and `if not flag:` guards
+    JumpFlags,  # other break/continue/return in loops -> flags, `if not flag:` guards, `if ret: return v` after
+    EarlyReturn,  # then the code after a one-sided return (also those JumpFlags left) moves into the other branch
     ConditionForms,  # bool(t), x in t, any(...), torch.equal in dispatched tests
     IfToCond,  # liveness on the final shape of the code, then branch functions
     ForToScan,  # after the ifs: a converted if inside a loop is plain statements by now

@@ -25,11 +25,12 @@ import libcst as cst
 
 from ..analysis.classify import SHAPE, TENSOR
 from ..analysis.liveness import orelse_body
-from ..analysis.names import target_names
+from ..analysis.names import expr_reads, target_names
 from ..normalise.boolean_ops import runtime_predicate
 from ..passes import Pass, Rewrite, Unchanged
 
-BREAK, CONTINUE = "break", "continue"
+BREAK, CONTINUE, RETURN = "break", "continue", "return"
+STOPS = (BREAK, RETURN)  # end the loop: the rest of every step is guarded
 
 
 class _Abort(Exception):
@@ -57,10 +58,10 @@ class _Jumps(cst.CSTVisitor):
         self.dispatched -= self.ctx.is_candidate(node)
 
     def _jump(self, node):
-        self.kinds.add(BREAK if isinstance(node, cst.Break) else CONTINUE)
+        self.kinds.add(_kind(node))
         self.under_dispatched |= self.dispatched > 0
 
-    visit_Break = visit_Continue = _jump
+    visit_Break = visit_Continue = visit_Return = _jump
 
 
 def _jumps(stmts, ctx) -> _Jumps:
@@ -74,14 +75,13 @@ def _assign(name: str, value: cst.BaseExpression) -> cst.SimpleStatementLine:
     return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)])
 
 
+def _kind(small) -> str | None:
+    return {cst.Break: BREAK, cst.Continue: CONTINUE, cst.Return: RETURN}.get(type(small))
+
+
 def _ends_in_jump(stmts) -> str | None:
     last = stmts[-1] if stmts else None
-    if isinstance(last, cst.SimpleStatementLine):
-        if isinstance(last.body[-1], cst.Break):
-            return BREAK
-        if isinstance(last.body[-1], cst.Continue):
-            return CONTINUE
-    return None
+    return _kind(last.body[-1]) if isinstance(last, cst.SimpleStatementLine) else None
 
 
 class _NeedsTensors(Exception):
@@ -99,6 +99,20 @@ class _Lowering:
     def __init__(self, ctx, flags: dict, tensors: bool):
         self.ctx, self.flags, self.tensors = ctx, flags, tensors
         self.dispatched = 0  # dispatched ifs around the statement being lowered
+        self.in_with = 0
+        self.returned: list[cst.BaseExpression] = []  # the value of the loop's one return
+
+    def jumped(self, small) -> None:
+        """A ``return`` moves after the loop as ``if ret: return value``: the value is read there.
+
+        Every statement after the return point is guarded, so nothing changes what it reads
+        in between, except the loop's own variable (checked by the caller). Inside a ``with``
+        it would be read outside the context; a second return would need a choice: both stay.
+        """
+        if isinstance(small, cst.Return):
+            if self.in_with or self.returned:
+                raise _Abort
+            self.returned.append(small.value if small.value is not None else cst.Name("None"))
 
     def block(self, stmts) -> tuple[list, set]:
         out: list = []
@@ -114,7 +128,7 @@ class _Lowering:
 
     def guard(self, kinds, body) -> cst.If:
         """``if not flag: body`` (``not (brk or cont)`` when either may be set)."""
-        names = [cst.Name(self.flags[k]) for k in (BREAK, CONTINUE) if k in kinds]
+        names = [cst.Name(self.flags[k]) for k in (BREAK, RETURN, CONTINUE) if k in kinds]
         test = names[0]
         for n in names[1:]:
             test = cst.BooleanOperation(test, cst.Or(), n, lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -123,15 +137,20 @@ class _Lowering:
     def stmt(self, s) -> tuple[list, set]:
         if isinstance(s, cst.SimpleStatementLine):
             for k, small in enumerate(s.body):
-                if isinstance(small, (cst.Break, cst.Continue)):
-                    kind = BREAK if isinstance(small, cst.Break) else CONTINUE
+                kind = _kind(small)
+                if kind is not None:
+                    self.jumped(small)
                     kept = [*s.body[:k], *self.set_flag(kind, cst.Name("True"))]
                     return [s.with_changes(body=kept)], {kind}
             return [s], set()
         if isinstance(s, cst.If):
             return self.if_(s)
         if isinstance(s, (cst.With,)):
-            body, kinds = self.block(list(s.body.body))
+            self.in_with += 1
+            try:
+                body, kinds = self.block(list(s.body.body))
+            finally:
+                self.in_with -= 1
             return [s.with_changes(body=s.body.with_changes(body=body))], kinds
         if isinstance(s, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
             return [s], set()  # their jumps are their own
@@ -159,6 +178,7 @@ class _Lowering:
         ):
             # the flag is the condition itself: a tensor exactly when the condition is one
             last = body[-1]
+            self.jumped(last.body[-1])
             body = body[:-1] + ([last.with_changes(body=last.body[:-1])] if len(last.body) > 1 else [])
             flag = self.flags[kind]
             if self.dispatched and not self.tensors:
@@ -290,7 +310,8 @@ class JumpFlags(Pass):
         found = _jumps(body, ctx)
         if not found.kinds or not (found.under_dispatched or ctx.is_candidate_loop(original)):
             return updated
-        if BREAK in found.kinds:
+        stops = found.kinds & set(STOPS)
+        if stops:
             if updated.orelse is not None:
                 return updated  # the else runs only without a break: left as written
             if isinstance(updated, cst.For):
@@ -299,30 +320,44 @@ class JumpFlags(Pass):
                 live = self.facts.live_out.get(original, set())
                 if target_names(updated.target) & live:
                     return updated  # after a break the variable holds the step it stopped at
-        flags = {k: ctx.namer.new({BREAK: "brk", CONTINUE: "cont"}[k]) for k in sorted(found.kinds)}
+        names = {BREAK: "brk", CONTINUE: "cont", RETURN: "ret"}
+        flags = {k: ctx.namer.new(names[k]) for k in sorted(found.kinds)}
         tensors = ctx.is_candidate_loop(original)
         try:
             try:
-                new_body, _ = _Lowering(ctx, flags, tensors).block(body)
+                lowering = _Lowering(ctx, flags, tensors)
+                new_body, _ = lowering.block(body)
             except _NeedsTensors:
                 tensors = True
-                new_body, _ = _Lowering(ctx, flags, tensors).block(body)
+                lowering = _Lowering(ctx, flags, tensors)
+                new_body, _ = lowering.block(body)
         except _Abort:
             return updated
+        after = []
+        if RETURN in flags:
+            (value,) = lowering.returned
+            if isinstance(updated, cst.For) and target_names(updated.target) & expr_reads(value):
+                return updated  # the loop variable moves on after the return: read too late
+            returns = cst.SimpleStatementLine([cst.Return(value)])
+            after = [cst.If(cst.Name(flags[RETURN]), cst.IndentedBlock([returns]))]
         false = ctx.runtime_call("flag", cst.Name("False")) if tensors else cst.Name("False")
         if CONTINUE in flags:
             new_body = [_assign(flags[CONTINUE], false), *new_body]
         before = []
         new = updated
-        if BREAK in flags:
-            brk = flags[BREAK]
-            before = [_assign(brk, false.deep_clone()).with_changes(leading_lines=updated.leading_lines)]
+        if stops:
+            names = [cst.Name(flags[k]) for k in STOPS if k in flags]
+            before = [_assign(n.value, false.deep_clone()) for n in names]
+            before[0] = before[0].with_changes(leading_lines=updated.leading_lines)
             new = new.with_changes(leading_lines=[])
+            stopped = names[0] if len(names) == 1 else cst.BooleanOperation(names[0], cst.Or(), names[1])
+            if len(names) > 1:
+                stopped = stopped.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             if isinstance(updated, cst.While):
-                test = cst.BooleanOperation(cst.UnaryOperation(cst.Not(), cst.Name(brk)), cst.And(), updated.test)
+                test = cst.BooleanOperation(cst.UnaryOperation(cst.Not(), stopped), cst.And(), updated.test)
                 new = new.with_changes(test=runtime_predicate(test, ctx))
             else:
-                guard = cst.If(cst.UnaryOperation(cst.Not(), cst.Name(brk)), cst.IndentedBlock(new_body))
+                guard = cst.If(cst.UnaryOperation(cst.Not(), stopped), cst.IndentedBlock(new_body))
                 new_body = [guard]
         new = new.with_changes(body=new.body.with_changes(body=new_body))
-        return cst.FlattenSentinel([*before, new]) if before else new
+        return cst.FlattenSentinel([*before, new, *after]) if before or after else new
