@@ -262,3 +262,38 @@ def test_return_inside_while_on_tensor(strict):
     assert _count(ep, torch.ops.higher_order.while_loop) == 1
     inputs = [(torch.full((4,), 50.0),), (torch.full((4,), 11.0),), (torch.ones(4),), (torch.full((30,), 1.0),)]
     same_everywhere(m, ep, inputs)
+
+
+class ReturnInNoGrad(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.no_grad():
+            y = self.lin(x)
+            if y.sum() > 0:
+                return y + 1
+            y = y - 1
+        return self.lin(y) * 3
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_return_inside_no_grad(strict):
+    m = ReturnInNoGrad()
+    with torch.no_grad():
+        m.lin.bias.fill_(0.0)
+    ep = export(m, (torch.ones(2, 4),), strict)
+    assert count_conds(ep) >= 2
+    same_everywhere(m, ep, [(torch.ones(2, 4),), (-torch.ones(2, 4),), (torch.ones(5, 4),), (-torch.ones(3, 4),)])
+
+
+def test_return_inside_no_grad_eager_keeps_grad_mode():
+    m = ReturnInNoGrad()
+    for sign in (1.0, -1.0):
+        x = sign * torch.ones(2, 4) * 100
+        want = m(x)
+        with unbranch.torch_export_rewrite(rewrite=[ReturnInNoGrad.forward]):
+            got = m(x)
+        assert got.requires_grad == want.requires_grad
+        assert_same(got, want)

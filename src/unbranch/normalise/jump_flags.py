@@ -25,7 +25,7 @@ import libcst as cst
 
 from ..analysis.classify import SHAPE, TENSOR
 from ..analysis.liveness import orelse_body
-from ..analysis.names import expr_reads, target_names
+from ..analysis.names import block_writes, expr_reads, target_names
 from ..normalise.boolean_ops import runtime_predicate
 from ..passes import Pass, Rewrite, Unchanged
 
@@ -219,6 +219,28 @@ def _with_orelse(node: cst.If, orelse) -> cst.If:
     return node.with_changes(orelse=cst.Else(cst.IndentedBlock(orelse)))
 
 
+_MODES = {
+    "torch.no_grad",
+    "torch.enable_grad",
+    "torch.inference_mode",
+    "torch.set_grad_enabled",
+    "torch.autocast",
+    "torch.amp.autocast",
+}
+
+
+def _reenterable(node: cst.With, body) -> bool:
+    """``with`` torch grad/autocast modes only, whose arguments the body does not rebind."""
+    code = cst.Module([]).code_for_node
+    for item in node.items:
+        call = item.item
+        if item.asname is not None or not isinstance(call, cst.Call) or code(call.func) not in _MODES:
+            return False
+        if expr_reads(call) & block_writes(body):
+            return False
+    return True
+
+
 def _guardable_for(node: cst.For, ctx) -> bool:
     """A ``for`` that may run its remaining steps as no-ops: over ``range`` or a tensor.
 
@@ -297,6 +319,39 @@ class JumpFlags(Pass):
             """
         ),
     ]
+
+    def leave_With(self, original, updated):
+        """A return under a dispatched if in ``with torch.no_grad():`` (a mode, safe to enter again).
+
+        The with body runs like a loop of one step that a return stops; after it,
+        ``if ret: with torch.no_grad(): return value`` computes the value in the same mode.
+        """
+        ctx = self.ctx
+        body = list(updated.body.body)
+        found = _jumps(body, ctx)
+        if found.kinds != {RETURN} or not found.under_dispatched or not _reenterable(updated, body):
+            return updated
+        flag = ctx.namer.new("ret")
+        try:
+            try:
+                tensors = False
+                lowering = _Lowering(ctx, {RETURN: flag}, tensors)
+                new_body, _ = lowering.block(body)
+            except _NeedsTensors:
+                tensors = True
+                lowering = _Lowering(ctx, {RETURN: flag}, tensors)
+                new_body, _ = lowering.block(body)
+        except _Abort:
+            return updated
+        (value,) = lowering.returned
+        false = ctx.runtime_call("flag", cst.Name("False")) if tensors else cst.Name("False")
+        before = _assign(flag, false).with_changes(leading_lines=updated.leading_lines)
+        again = updated.deep_clone().with_changes(
+            leading_lines=[], body=updated.body.with_changes(body=[cst.SimpleStatementLine([cst.Return(value)])])
+        )
+        after = cst.If(cst.Name(flag), cst.IndentedBlock([again]))
+        new = updated.with_changes(leading_lines=[], body=updated.body.with_changes(body=new_body))
+        return cst.FlattenSentinel([before, new, after])
 
     def leave_For(self, original, updated):
         return self._loop(original, updated)
