@@ -10,6 +10,7 @@ not raised, so one run finds them all.
     python benchmarks/fuzz.py --programs 100      # a quick run
     python benchmarks/fuzz.py --known-bugs        # also the constructs of fuzzing.KNOWN_BUGS
     python benchmarks/fuzz.py --effects           # aliases, views, in-place ops, helpers, lists, closures
+    python benchmarks/fuzz.py --jumps             # loops with break/continue/return under any test
 
 An ``if`` whose effects a branch function would lose must be refused with its reason: such
 exports are counted as refusals (results/fuzz_effects.json), not as errors.
@@ -29,10 +30,12 @@ from _common import machine, write
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from fuzzing import PYTHON_ARGS, branches_on_tensors, check_eager, check_export, programs  # noqa: E402
+from fuzzing import PYTHON_ARGS, branches_on_tensors, check_eager, check_export, jump_programs, programs  # noqa: E402
 
 
-def run(n: int, export_every: int, strict_every: int, random_seed: int, known_bugs: bool, effects: bool) -> dict:
+def run(
+    n: int, export_every: int, strict_every: int, random_seed: int, known_bugs: bool, effects: bool, jumps=False
+) -> dict:
     tally = {"programs": 0, "exports": 0, "strict_exports": 0, "sides_taken": 0, "sides": 0}
     sources, rewrite_seconds, divergences, refusals = set(), [], [], []
     slowest = (0.0, "")
@@ -45,7 +48,7 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, known_bu
         phases=[Phase.generate],  # record every divergence, do not stop at the first to shrink it
         suppress_health_check=list(HealthCheck),
     )
-    @given(programs(known_bugs=known_bugs, effects=effects))
+    @given(jump_programs() if jumps else programs(known_bugs=known_bugs, effects=effects))
     def one(source):
         nonlocal slowest
         i = tally["programs"]
@@ -103,17 +106,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--known-bugs", action="store_true", help="also draw fuzzing.KNOWN_BUGS constructs")
     parser.add_argument("--effects", action="store_true", help="also draw side effects (aliases, in-place ops...)")
+    parser.add_argument("--jumps", action="store_true", help="loops with break/continue/return (jump_programs)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     start = time.perf_counter()
-    result = run(args.programs, args.export_every, args.strict_every, args.seed, args.known_bugs, args.effects)
+    result = run(
+        args.programs, args.export_every, args.strict_every, args.seed, args.known_bugs, args.effects, args.jumps
+    )
     result = {
         "seconds": time.perf_counter() - start,
         "settings": vars(args),
         **result,
         "machine": machine(),
     }
-    path = write("fuzz_effects" if args.effects else "fuzz", result)
+    path = write("fuzz_jumps" if args.jumps else "fuzz_effects" if args.effects else "fuzz", result)
     print(
         f"{result['programs']} programs ({result['distinct_programs']} distinct) in {result['seconds']:.0f} s: "
         f"{result['eager_divergences']} eager divergence(s), {result['rewrite_errors']} rewrite error(s); "
