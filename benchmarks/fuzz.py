@@ -68,6 +68,8 @@ def run(
             tally["exports"] += 1
             tally["strict_exports"] += strict
             divergence = check_export(source, PYTHON_ARGS[k % len(PYTHON_ARGS)], strict)
+            if jumps and divergence is not None and "could not be converted: " in divergence.detail:
+                divergence.kind = "refusal"  # an if left as Python, with its reason (e.g. a return it cannot move)
             if divergence is not None and divergence.kind == "refusal":
                 refusals.append(divergence)
             elif divergence is not None:

@@ -100,35 +100,44 @@ class _Lowering:
         self.ctx, self.flags, self.tensors = ctx, flags, tensors
         self.dispatched = 0  # dispatched ifs around the statement being lowered
         self.in_with = 0
-        self.returned: list[cst.BaseExpression] = []  # the value of the loop's one return
+        self.returned: list[tuple[str, cst.BaseExpression]] = []  # (flag, value) of each return
 
-    def jumped(self, small) -> None:
-        """A ``return`` moves after the loop as ``if ret: return value``: the value is read there.
+    def jumped(self, small) -> str:
+        """The flag a jump sets. A ``return`` gets its own: ``if ret: return value`` after the loop.
 
-        Every statement after the return point is guarded, so nothing changes what it reads
-        in between, except the loop's own variable (checked by the caller). Inside a ``with``
-        it would be read outside the context; a second return would need a choice: both stay.
+        The value is read there: every statement after the return point is guarded, so
+        nothing changes what it reads in between, except the loop's own variable (checked by
+        the caller). Inside a ``with`` it would be read outside the context: left as written.
         """
-        if isinstance(small, cst.Return):
-            if self.in_with or self.returned:
-                raise _Abort
-            self.returned.append(small.value if small.value is not None else cst.Name("None"))
+        kind = _kind(small)
+        if kind != RETURN:
+            return self.flags[kind]
+        if self.in_with:
+            raise _Abort
+        name = self.flags[RETURN] if not self.returned else self.ctx.namer.new("ret")
+        self.returned.append((name, small.value if small.value is not None else cst.Name("None")))
+        return name
 
     def block(self, stmts) -> tuple[list, set]:
+        """The lowered statements and the flags they may set."""
         out: list = []
         for i, s in enumerate(stmts):
-            new, kinds = self.stmt(s)
+            new, flags = self.stmt(s)
             out.extend(new)
-            if kinds:
+            if flags:
                 rest, more = self.block(stmts[i + 1 :])
                 if rest:
-                    out.append(self.guard(kinds, rest))
-                return out, kinds | more
+                    out.append(self.guard(flags, rest))
+                return out, flags | more
         return out, set()
 
-    def guard(self, kinds, body) -> cst.If:
+    def order(self, flags) -> list[str]:
+        known = [self.flags.get(BREAK), *(name for name, _ in self.returned), self.flags.get(CONTINUE)]
+        return [n for n in known if n is not None and n in flags]
+
+    def guard(self, flags, body) -> cst.If:
         """``if not flag: body`` (``not (brk or cont)`` when either may be set)."""
-        names = [cst.Name(self.flags[k]) for k in (BREAK, RETURN, CONTINUE) if k in kinds]
+        names = [cst.Name(n) for n in self.order(flags)]
         test = names[0]
         for n in names[1:]:
             test = cst.BooleanOperation(test, cst.Or(), n, lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -137,11 +146,10 @@ class _Lowering:
     def stmt(self, s) -> tuple[list, set]:
         if isinstance(s, cst.SimpleStatementLine):
             for k, small in enumerate(s.body):
-                kind = _kind(small)
-                if kind is not None:
-                    self.jumped(small)
-                    kept = [*s.body[:k], *self.set_flag(kind, cst.Name("True"))]
-                    return [s.with_changes(body=kept)], {kind}
+                if _kind(small) is not None:
+                    flag = self.jumped(small)
+                    kept = [*s.body[:k], *self.set_flag(flag, cst.Name("True"))]
+                    return [s.with_changes(body=kept)], {flag}
             return [s], set()
         if isinstance(s, cst.If):
             return self.if_(s)
@@ -158,13 +166,13 @@ class _Lowering:
             raise _Abort  # try, match: Python's exits through them stay as written
         return [s], set()
 
-    def set_flag(self, kind, value) -> list:
+    def set_flag(self, flag, value) -> list:
         """``cont = value``; a ``break`` also ends the iteration: ``brk = value`` stops the guards."""
         if self.dispatched and not self.tensors:
             raise _NeedsTensors
         if self.tensors:
             value = self.ctx.runtime_call("flag", value)
-        return [cst.Assign([cst.AssignTarget(cst.Name(self.flags[kind]))], value)]
+        return [cst.Assign([cst.AssignTarget(cst.Name(flag))], value)]
 
     def if_(self, s: cst.If) -> tuple[list, set]:
         body, orelse = list(s.body.body), orelse_body(s)
@@ -174,30 +182,29 @@ class _Lowering:
             kind is not None
             and ctx.is_candidate(s)
             and not _jumps(body[:-1], ctx).kinds
-            and kind not in _jumps(orelse, ctx).kinds
+            and (kind == RETURN or kind not in _jumps(orelse, ctx).kinds)
         ):
             # the flag is the condition itself: a tensor exactly when the condition is one
             last = body[-1]
-            self.jumped(last.body[-1])
+            flag = self.jumped(last.body[-1])
             body = body[:-1] + ([last.with_changes(body=last.body[:-1])] if len(last.body) > 1 else [])
-            flag = self.flags[kind]
             if self.dispatched and not self.tensors:
                 raise _NeedsTensors  # the other side of the outer cond must return a tensor flag too
             value = runtime_predicate(s.test, ctx)
-            hoisted = cst.SimpleStatementLine(self.set_flag(kind, value), leading_lines=s.leading_lines)
+            hoisted = cst.SimpleStatementLine(self.set_flag(flag, value), leading_lines=s.leading_lines)
             self.dispatched += 1
             try:
                 new_orelse, more = self.block(orelse)
             finally:
                 self.dispatched -= 1
             if not body and not new_orelse:
-                return [hoisted], {kind} | more
+                return [hoisted], {flag} | more
             test = cst.Name(flag)
             if not body:  # nothing to do before the jump: only the else side is left
                 body, new_orelse, test = new_orelse, [], cst.UnaryOperation(cst.Not(), cst.Name(flag))
             new = s.with_changes(test=test, body=s.body.with_changes(body=body), leading_lines=[])
             new = _with_orelse(new, new_orelse)
-            return [hoisted, new], {kind} | more
+            return [hoisted, new], {flag} | more
         step = int(ctx.is_candidate(s))
         self.dispatched += step
         try:
@@ -343,15 +350,17 @@ class JumpFlags(Pass):
                 new_body, _ = lowering.block(body)
         except _Abort:
             return updated
-        (value,) = lowering.returned
         false = ctx.runtime_call("flag", cst.Name("False")) if tensors else cst.Name("False")
-        before = _assign(flag, false).with_changes(leading_lines=updated.leading_lines)
-        again = updated.deep_clone().with_changes(
-            leading_lines=[], body=updated.body.with_changes(body=[cst.SimpleStatementLine([cst.Return(value)])])
-        )
-        after = cst.If(cst.Name(flag), cst.IndentedBlock([again]))
+        before, after = [], []
+        for name, value in lowering.returned:
+            before.append(_assign(name, false.deep_clone()))
+            again = updated.deep_clone().with_changes(
+                leading_lines=[], body=updated.body.with_changes(body=[cst.SimpleStatementLine([cst.Return(value)])])
+            )
+            after.append(cst.If(cst.Name(name), cst.IndentedBlock([again])))
+        before[0] = before[0].with_changes(leading_lines=updated.leading_lines)
         new = updated.with_changes(leading_lines=[], body=updated.body.with_changes(body=new_body))
-        return cst.FlattenSentinel([before, new, after])
+        return cst.FlattenSentinel([*before, new, *after])
 
     def leave_For(self, original, updated):
         return self._loop(original, updated)
@@ -389,25 +398,22 @@ class JumpFlags(Pass):
         except _Abort:
             return updated
         after = []
-        if RETURN in flags:
-            (value,) = lowering.returned
+        for name, value in lowering.returned:
             if isinstance(updated, cst.For) and target_names(updated.target) & expr_reads(value):
                 return updated  # the loop variable moves on after the return: read too late
             returns = cst.SimpleStatementLine([cst.Return(value)])
-            after = [cst.If(cst.Name(flags[RETURN]), cst.IndentedBlock([returns]))]
+            after.append(cst.If(cst.Name(name), cst.IndentedBlock([returns])))
         false = ctx.runtime_call("flag", cst.Name("False")) if tensors else cst.Name("False")
         if CONTINUE in flags:
             new_body = [_assign(flags[CONTINUE], false), *new_body]
         before = []
         new = updated
         if stops:
-            names = [cst.Name(flags[k]) for k in STOPS if k in flags]
-            before = [_assign(n.value, false.deep_clone()) for n in names]
+            names = lowering.order({flags.get(BREAK), *(name for name, _ in lowering.returned)})
+            before = [_assign(n, false.deep_clone()) for n in names]
             before[0] = before[0].with_changes(leading_lines=updated.leading_lines)
             new = new.with_changes(leading_lines=[])
-            stopped = names[0] if len(names) == 1 else cst.BooleanOperation(names[0], cst.Or(), names[1])
-            if len(names) > 1:
-                stopped = stopped.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            stopped = lowering.guard(set(names), [cst.SimpleStatementLine([cst.Pass()])]).test.expression
             if isinstance(updated, cst.While):
                 test = cst.BooleanOperation(cst.UnaryOperation(cst.Not(), stopped), cst.And(), updated.test)
                 new = new.with_changes(test=runtime_predicate(test, ctx))
