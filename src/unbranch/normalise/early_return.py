@@ -33,7 +33,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.flow import ends_in_return, returns_through_ifs
-from ..analysis.liveness import live_in, orelse_body
+from ..analysis.liveness import ALL, assigned, live_in, orelse_body
 from ..analysis.names import block_declared, block_writes, param_names
 from ..passes import Pass, Rewrite, Unchanged
 from ..rules._util import branch_def, call_statement, explicit_super, in_order
@@ -48,13 +48,19 @@ def _needs_tail(s, ctx) -> bool:
     return any(_needs_tail(c, ctx) for c in (*s.body.body, *orelse_body(s)))
 
 
-def _block(stmts, ctx, local) -> list:
+def _block(stmts, ctx, local, bound) -> list:
+    """``bound``: (names surely bound, names maybe bound) where ``stmts`` start."""
     for i, s in enumerate(stmts):
-        if _needs_tail(s, ctx) and i + 1 < len(stmts):
-            return [*stmts[:i], *_push(s, stmts[i + 1 :], ctx, local)]
-        if isinstance(s, cst.If) and _needs_tail(s, ctx):
-            return [*stmts[:i], *_push(s, [], ctx, local)]
+        last = i + 1 == len(stmts)
+        if _needs_tail(s, ctx) and (not last or isinstance(s, cst.If)):
+            return [*stmts[:i], *_push(s, stmts[i + 1 :], ctx, local, _after(stmts[:i], bound))]
     return stmts
+
+
+def _after(stmts, bound) -> tuple[set, set]:
+    sure, maybe = bound
+    done = assigned(stmts)
+    return (sure | (set() if done is ALL else done)), maybe | block_writes(stmts)
 
 
 class _Unmovable(cst.CSTVisitor):
@@ -89,17 +95,28 @@ def _shareable(tail, ctx) -> bool:
     return not v.found and not any(c.reads & writes for c in ctx.closures)
 
 
-def _push(node: cst.If, tail, ctx, local) -> list:
+def _params(node: cst.If, tail, local, bound) -> list[str] | None:
+    """What the rest reads from before it, bound where each branch would call it (None: not surely)."""
+    live = live_in(tail, set()) & local
+    ends = [_after(b, bound) for b in (node.body.body, orelse_body(node))]
+    maybe = set().union(*(m for _, m in ends))
+    params = live & maybe  # a name bound on no path before stays unbound in the rest too
+    if any(params - sure for sure, _ in ends):
+        return None  # bound on some paths only: the call would fail where Python reads it later, or never
+    return in_order(params, tail)
+
+
+def _push(node: cst.If, tail, ctx, local, bound) -> list:
     both = tail and not ends_in_return(node.body.body) and not ends_in_return(orelse_body(node))
     rest_def = None
-    if both and (len(tail) > 1 or not ends_in_return(tail)) and _shareable(tail, ctx):
+    params = _params(node, tail, local, bound) if both else None
+    if params is not None and (len(tail) > 1 or not ends_in_return(tail)) and _shareable(tail, ctx):
         # the rest is needed on both sides: one function for it, called where it would run
         (name,) = ctx.namer.numbered(ctx.prefix, ("rest",))
-        params = in_order(live_in(tail, set()) & local, tail)
         body = explicit_super(tail, ctx)
         if not ends_in_return(body):
             body = [*body, cst.SimpleStatementLine([cst.Return(cst.Name("None"))])]  # falling off the end
-        rest_def = branch_def(name, params, _block(body, ctx, local | set(params)), [])
+        rest_def = branch_def(name, params, _block(body, ctx, local | set(params), (set(params), set(params))), [])
         rest_def = rest_def.with_changes(leading_lines=node.leading_lines)
         node = node.with_changes(leading_lines=[])
         call = cst.Call(cst.Name(name), [cst.Arg(cst.Name(p)) for p in params])
@@ -108,9 +125,9 @@ def _push(node: cst.If, tail, ctx, local) -> list:
 
     def branch(stmts):
         if ends_in_return(stmts) or not tail:
-            return _block(list(stmts), ctx, local)
+            return _block(list(stmts), ctx, local, bound)
         moved = tail if next(copies) == 0 else [ctx.origins.cloned(t) for t in tail]
-        return _block([*stmts, *moved], ctx, local)
+        return _block([*stmts, *moved], ctx, local, bound)
 
     body = branch(node.body.body)
     orelse = branch(orelse_body(node))
@@ -162,4 +179,6 @@ class EarlyReturn(Pass):
             return updated
         body = list(updated.body.body)
         local = set(param_names(updated)) | block_writes(body)
-        return updated.with_changes(body=updated.body.with_changes(body=_block(body, self.ctx, local)))
+        params = set(param_names(updated))
+        new = _block(body, self.ctx, local, (params, params))
+        return updated.with_changes(body=updated.body.with_changes(body=new))
