@@ -67,6 +67,7 @@ class Context:
     notes: list = field(default_factory=list)
     origins: Origins = field(default_factory=Origins)
     where: int | None = None  # origin of the statement the running pass is in (for nodes it builds)
+    generated: set = field(default_factory=set)  # functions a pass wrote to hold user code (rest of a function)
 
     def is_candidate(self, node: cst.If) -> bool:
         """Should this ``if`` be dispatched at run time (not plainly a Python condition)?"""

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..analysis.effects import mutated_parameters
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, orelse_body
 from ..analysis.names import block_declared, block_writes, param_names
@@ -106,6 +107,18 @@ def _params(node: cst.If, tail, local, bound) -> list[str] | None:
     return in_order(params, tail)
 
 
+class _WithRest:
+    """``ctx.mutating_helpers`` and the rest functions: which of their arguments they change in place."""
+
+    def __init__(self, base):
+        self.base, self.rest = base, {}
+
+    def get(self, callee, default=()):
+        if callee in self.rest:
+            return self.rest[callee] or default
+        return self.base.get(callee, default) if self.base is not None else default
+
+
 def _push(node: cst.If, tail, ctx, local, bound) -> list:
     both = tail and not ends_in_return(node.body.body) and not ends_in_return(orelse_body(node))
     rest_def = None
@@ -118,6 +131,11 @@ def _push(node: cst.If, tail, ctx, local, bound) -> list:
             body = [*body, cst.SimpleStatementLine([cst.Return(cst.Name("None"))])]  # falling off the end
         rest_def = branch_def(name, params, _block(body, ctx, local | set(params), (set(params), set(params))), [])
         rest_def = rest_def.with_changes(leading_lines=node.leading_lines)
+        ctx.generated.add(name)  # the passes after this one rewrite it as a function of its own
+        helpers = ctx.mutating_helpers
+        if not isinstance(helpers, _WithRest):
+            helpers = ctx.mutating_helpers = _WithRest(helpers)
+        helpers.rest[name] = mutated_parameters(rest_def, helpers)  # a branch calling it changes these
         node = node.with_changes(leading_lines=[])
         call = cst.Call(cst.Name(name), [cst.Arg(cst.Name(p)) for p in params])
         tail = [call_statement([], call, returns=True)]

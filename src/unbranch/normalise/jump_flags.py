@@ -96,9 +96,9 @@ class _Lowering:
     Python bools until a dispatched condition sets them (then they are that condition).
     """
 
-    def __init__(self, ctx, flags: dict, tensors: bool):
+    def __init__(self, ctx, flags: dict, tensors: bool, guarded: bool = False):
         self.ctx, self.flags, self.tensors = ctx, flags, tensors
-        self.dispatched = 0  # dispatched ifs around the statement being lowered
+        self.dispatched = int(guarded)  # dispatched ifs around the statement being lowered (and guards)
         self.in_with = 0
         self.returned: list[tuple[str, cst.BaseExpression]] = []  # (flag, value) of each return
 
@@ -125,7 +125,11 @@ class _Lowering:
             new, flags = self.stmt(s)
             out.extend(new)
             if flags:
-                rest, more = self.block(stmts[i + 1 :])
+                self.dispatched += 1  # the rest runs under `if not flag:`, a cond once the flag is a tensor
+                try:
+                    rest, more = self.block(stmts[i + 1 :])
+                finally:
+                    self.dispatched -= 1
                 if rest:
                     out.append(self.guard(flags, rest))
                 return out, flags | more
@@ -387,13 +391,14 @@ class JumpFlags(Pass):
         names = {BREAK: "brk", CONTINUE: "cont", RETURN: "ret"}
         flags = {k: ctx.namer.new(names[k]) for k in sorted(found.kinds)}
         tensors = ctx.is_candidate_loop(original)
+        guarded = bool(stops) and isinstance(updated, cst.For)  # the whole body goes under `if not brk:`
         try:
             try:
-                lowering = _Lowering(ctx, flags, tensors)
+                lowering = _Lowering(ctx, flags, tensors, guarded)
                 new_body, _ = lowering.block(body)
             except _NeedsTensors:
                 tensors = True
-                lowering = _Lowering(ctx, flags, tensors)
+                lowering = _Lowering(ctx, flags, tensors, guarded)
                 new_body, _ = lowering.block(body)
         except _Abort:
             return updated
