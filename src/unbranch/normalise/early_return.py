@@ -179,6 +179,31 @@ class EarlyReturn(Pass):
                     return torch.cos(y)
             """,
         ),
+        Rewrite(
+            """
+            def forward(self, x):
+                if x.sum() > 0:
+                    if x.max() > 1:
+                        return x
+                    x = x + 1
+                x = x - 1
+                return x * 2
+            """,
+            """
+            def forward(self, x):
+                def branch_cond_rest_1(x):
+                    x = x - 1
+                    return x * 2
+                if x.sum() > 0:
+                    if x.max() > 1:
+                        return x
+                    else:
+                        x = x + 1
+                        return branch_cond_rest_1(x)
+                else:
+                    return branch_cond_rest_1(x)
+            """,
+        ),
         Unchanged(
             """
             def forward(self, x, mask=None):

@@ -1,4 +1,4 @@
-"""``break``/``continue`` that a branch function would have to hold -> flags and guards.
+"""``break``/``continue``/``return`` that a branch function would have to hold -> flags and guards.
 
     for layer in self.layers:                  for layer in self.layers:
         if self.training:                          cont = False
@@ -12,7 +12,13 @@ A jump that ends the body of a dispatched ``if`` becomes the flag set to the con
 itself (a tensor when the condition is one, so a ``cond`` can carry it), and the code the
 jump skips is guarded by ``if not flag:``. ``break`` sets a flag initialised before the
 loop: a ``while`` tests it first (``while not brk and t``), a ``for`` over ``range`` or a
-tensor guards the whole body (the remaining steps do nothing). Done only where it helps:
+tensor guards the whole body (the remaining steps do nothing). A ``return`` in a loop
+works like a ``break`` with its own flag, followed after the loop by ``if ret: return
+value`` (nothing runs between the return point and there, so the value is the same); in
+``with torch.no_grad():`` (a grad or autocast mode) the body is a loop of one step and
+the value is computed in the mode entered again. Flags are plain bools until a dispatched
+condition sets them; ``_ub.flag`` tensors where a cond or a converted loop must carry them
+on every path. Done only where it helps:
 in a loop the rules convert, or for a jump under a dispatched ``if``. A ``break`` in a
 ``for`` over any other iterable (a generator must not be advanced further), in a loop with
 an ``else``, or inside ``try``/``match`` stays Python, as does a ``for`` whose variable is
@@ -307,6 +313,51 @@ class JumpFlags(Pass):
                     if not brk:
                         x = x + 1
                 return x
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
+                for i in range(3):
+                    x = x + 1
+                    if x.sum() > 5:
+                        return x * 2
+                return x
+            """,
+            """
+            def forward(self, x):
+                ret = _ub.flag(False)
+                for i in range(3):
+                    if not ret:
+                        x = x + 1
+                        ret = _ub.flag(x.sum() > 5)
+                if ret:
+                    return x * 2
+                return x
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
+                with torch.no_grad():
+                    y = x * 2
+                    if y.sum() > 0:
+                        return y
+                    y = y - 1
+                return y * 3
+            """,
+            """
+            def forward(self, x):
+                ret = False
+                with torch.no_grad():
+                    y = x * 2
+                    ret = y.sum() > 0
+                    if not ret:
+                        y = y - 1
+                if ret:
+                    with torch.no_grad():
+                        return y
+                return y * 3
             """,
         ),
         Unchanged(
