@@ -32,14 +32,37 @@ def nested(depth: int) -> str:
     return "\n".join(lines)
 
 
-def measure(depth: int, repeat: int = 3) -> dict:
-    src = nested(depth)
+def sequential(depth: int) -> str:
+    """``depth`` ifs in a row, each with a one-sided return inside and an else falling through.
+
+    Copying the rest of the function into both branches of each doubles it: 2**depth copies.
+    """
+    lines = ["def forward(self, x):"]
+    for d in range(1, depth + 1):
+        lines += [
+            f"    if x.sum() > {d}:",
+            f"        if x.max() > {d + 1}:",
+            f"            return x * {d}",
+            f"        x = x + {d}",
+            "    else:",
+            f"        x = x - {d}",
+        ]
+    lines += ["    return x", ""]
+    return "\n".join(lines)
+
+
+SHAPES = {"nested": nested, "sequential": sequential}
+
+
+def measure(depth: int, repeat: int = 3, shape: str = "nested") -> dict:
+    src = SHAPES[shape](depth)
     best, out = float("inf"), ""
     for _ in range(repeat):
         start = time.perf_counter()
         out = unbranch.rewrite_source(src)
         best = min(best, time.perf_counter() - start)
     return {
+        "shape": shape,
         "depth": depth,
         "source_lines": src.count("\n"),
         "emitted_lines": out.count("\n"),
@@ -48,10 +71,10 @@ def measure(depth: int, repeat: int = 3) -> dict:
 
 
 def main(max_depth: int = 10) -> list[dict]:
-    rows = [measure(d) for d in range(1, max_depth + 1)]
+    rows = [measure(d, shape=shape) for shape in SHAPES for d in range(1, max_depth + 1)]
     for r in rows:
         lines = f"{r['source_lines']:3d} -> {r['emitted_lines']:4d} lines"
-        print(f"depth {r['depth']:2d}: {lines}, {r['rewrite_ms']:8.1f} ms")
+        print(f"{r['shape']:10s} depth {r['depth']:2d}: {lines}, {r['rewrite_ms']:8.1f} ms")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "nested_return.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2) + "\n")
     return rows

@@ -207,7 +207,6 @@ def test_returns_nested_three_deep_code_is_linear():
     assert rm.code.count("x = x - 2") == 1  # the rest after the middle if is not copied
 
 
-@pytest.mark.slow
 def test_depth_ten_rewrites_fast():
     import sys
     from pathlib import Path
@@ -215,10 +214,11 @@ def test_depth_ten_rewrites_fast():
     sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
     import nested_return
 
-    start = time.perf_counter()
-    out = unbranch.rewrite_source(nested_return.nested(10))
-    assert time.perf_counter() - start < 1.0
-    assert out.count("\n") < 4 * nested_return.nested(10).count("\n")
+    for shape in (nested_return.nested, nested_return.sequential):
+        start = time.perf_counter()
+        out = unbranch.rewrite_source(shape(10))
+        assert time.perf_counter() - start < 1.0
+        assert out.count("\n") < 4 * shape(10).count("\n")
 
 
 class ReturnInLoop(torch.nn.Module):
@@ -297,3 +297,31 @@ def test_return_inside_no_grad_eager_keeps_grad_mode():
             got = m(x)
         assert got.requires_grad == want.requires_grad
         assert_same(got, want)
+
+
+class SequentialReturns(torch.nn.Module):
+    """Ifs in a row, each with a return inside and an else falling through (the rest is shared)."""
+
+    def forward(self, x):
+        if x.sum() > 1:
+            if x.max() > 2:
+                return x * 1
+            x = x + 1
+        else:
+            x = x - 1
+        if x.sum() > 2:
+            if x.max() > 2.5:
+                return x * 2
+            x = x + 2
+        else:
+            x = x - 2
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_sequential_returns(strict):
+    m = SequentialReturns()
+    ep = export(m, (torch.ones(4),), strict)
+    assert count_conds(ep) >= 4
+    values = (-3.0, 0.3, 0.45, 1.8, 2.5, 5.0)  # else/else, then/then, else/then, x * 2, x * 1
+    same_everywhere(m, ep, [(torch.full((4,), v),) for v in values] + [(torch.full((7,), 0.2),)])

@@ -127,6 +127,10 @@ class _Generated(cst.CSTTransformer):
     def __init__(self, step, ctx, root):
         self.step, self.ctx, self.root = step, ctx, root
 
+    def visit_FunctionDef(self, node) -> bool:
+        # one below another: the pass applied to the outer one reaches the inner one itself
+        return node is self.root or node.name.value not in self.ctx.generated
+
     def leave_FunctionDef(self, original, updated):
         if original is self.root or original.name.value not in self.ctx.generated:
             return updated
