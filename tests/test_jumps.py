@@ -323,5 +323,5 @@ def test_sequential_returns(strict):
     m = SequentialReturns()
     ep = export(m, (torch.ones(4),), strict)
     assert count_conds(ep) >= 4
-    values = (-3.0, 0.3, 0.45, 1.8, 2.5, 5.0)  # else/else, then/then, else/then, x * 2, x * 1
+    values = (-3.0, 0.3, 0.45, 1.8, 2.5, 5.0)  # else/else, then/then (twice), x * 2, x * 1
     same_everywhere(m, ep, [(torch.full((4,), v),) for v in values] + [(torch.full((7,), 0.2),)])
