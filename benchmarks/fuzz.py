@@ -12,6 +12,7 @@ not raised, so one run finds them all.
     python benchmarks/fuzz.py --effects           # aliases, views, in-place ops, helpers, lists, closures
     python benchmarks/fuzz.py --ternaries         # conditional expressions (a if p else b) in expressions
     python benchmarks/fuzz.py --loops             # loops: index arithmetic, row writes, nested loops
+    python benchmarks/fuzz.py --jumps             # loops with break/continue/return under any test
 
 An ``if`` whose effects a branch function would lose must be refused with its reason: such
 exports are counted as refusals (results/fuzz_effects.json), not as errors.
@@ -39,6 +40,7 @@ CONSTRUCTS = {
     "effects": "also draw side effects (aliases, in-place ops...)",
     "ternaries": "also draw conditional expressions (a if p else b)",
     "loops": "loop programs (fuzzing.loop_programs) instead",
+    "jumps": "loops with break/continue/return (fuzzing.jump_programs) instead",
 }
 
 
@@ -76,6 +78,8 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
             tally["exports"] += 1
             tally["strict_exports"] += strict
             divergence = check_export(source, PYTHON_ARGS[k % len(PYTHON_ARGS)], strict)
+            if divergence is not None and "could not be converted: " in divergence.detail:
+                divergence.kind = "refusal"  # a construct left as Python, with its reason
             if divergence is not None and divergence.kind == "refusal":
                 refusals.append(divergence)
             elif divergence is not None:

@@ -215,14 +215,18 @@ def programs(
     effects: bool = False,
     ternaries: bool = False,
     loops: bool = False,
+    jumps: bool = False,
 ) -> str:
     """Source text of ``def f(x, y, flag, n, mask)``; ``known_bugs`` also draws the KNOWN_BUGS constructs.
 
     ``ternaries``: expressions may also be conditional expressions ``(a if p else b)``;
-    ``loops``: loop programs instead (``loop_programs``).
+    ``loops``: loop programs instead (``loop_programs``); ``jumps``: loops with
+    break/continue/return instead (``jump_programs``).
     """
     if loops:
         return draw(loop_programs())
+    if jumps:
+        return draw(jump_programs())
     writer = _Writer(draw, draw(st.integers(1, 2)), known_bugs, max_statements, effects, ternaries)
     body, after = writer.block(set(PARAMS), 0)
     if after is not None:
@@ -545,3 +549,84 @@ def loop_programs(draw) -> str:
     result = "acc + out.sum(0)" + (" + torch.stack(outs).sum(0)" if appends else "")
     lines.append(f"return {result}, out" if draw(st.booleans()) else f"return {result}")
     return "\n".join(["import torch", "", "", "def f(x, y, flag, n, mask):", *_indent(lines), ""])
+
+
+# --- jumps: loops with break/continue/return under tensor and Python conditions ---------------
+
+LOOP_HEADERS = ("for _i in range(2):", "for _i in range(n):", "for _i in range(x.shape[0]):", "while")
+
+
+class _JumpWriter(_Writer):
+    """Also draws loops (``for`` over ``range``, ``while`` on a tensor test with a step counter)
+    and, inside them, ``if <test>: [statements;] break/continue/return``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loops = 0  # loops around the statement being drawn
+        self.counters = 0
+
+    def block(self, names, depth) -> tuple[list[str], set | None]:
+        names, lines = set(names), []
+        for _ in range(self.draw(st.integers(1, 3))):
+            kinds = ["chunk", "chunk"]
+            if depth < MAX_DEPTH and self.budget > 0:
+                kinds.append("loop")
+            if self.loops:
+                kinds += ["jump", "jump"]
+            kind = self.choose(kinds)
+            if kind == "loop":
+                lines += self.loop(names, depth)
+            elif kind == "jump":
+                lines += self.jump(names, depth)
+            else:
+                sub, after = super().block(names, depth)
+                lines += sub
+                if after is None:
+                    return lines, None
+                names = after
+        return lines, names
+
+    def loop(self, names, depth) -> list[str]:
+        self.budget -= 2
+        header = self.choose(LOOP_HEADERS)
+        head: list[str] = []
+        if header == "while":  # a counter bounds it; counted first, so a continue cannot skip it
+            counter = f"it{self.counters}"
+            self.counters += 1
+            test = self.choose(TENSOR_TESTS[:6]).format(
+                e=self.choose(sorted(names)),
+                v=self.choose(sorted(names)),
+                w=self.choose(sorted(names)),
+                c=self.choose(CONSTS),
+            )
+            head = [f"{counter} = 0"]
+            header = f"while {counter} < 3 and {test}:"
+            first = [f"{counter} = {counter} + 1"]  # `+= 1` on an int carry: see the report (runtime/loops)
+        else:
+            first = []
+        self.loops += 1
+        try:
+            body, _ = self.block(names, depth + 1)  # the names after a loop: those before it
+        finally:
+            self.loops -= 1
+        return [*head, header, *_indent([*first, *body])]
+
+    def jump(self, names, depth) -> list[str]:
+        self.budget -= 1
+        kind = self.choose(("continue", "break", "return", "continue", "break"))
+        stmt = self.ret(names) if kind == "return" else kind
+        before = []
+        if self.draw(st.booleans()):
+            target = self.choose(sorted(set(LOCALS) | names))
+            before = [f"{target} = {self.expr(names, fresh=True)[0]}"]
+        return [f"if {self.predicate(names)}:", *_indent([*before, stmt])]
+
+
+@st.composite
+def jump_programs(draw, max_statements: int = MAX_STATEMENTS) -> str:
+    """Like ``programs``, with loops holding break/continue/return under tensor and Python tests."""
+    writer = _JumpWriter(draw, draw(st.integers(1, 2)), False, max_statements)
+    body, after = writer.block(set(PARAMS), 0)
+    if after is not None:
+        body.append(writer.ret(after))
+    return "\n".join(["import torch", "", "", "def f(x, y, flag, n, mask):", *_indent(body), ""])

@@ -70,6 +70,7 @@ class Context:
     notes: list = field(default_factory=list)
     origins: Origins = field(default_factory=Origins)
     where: int | None = None  # origin of the statement the running pass is in (for nodes it builds)
+    generated: set = field(default_factory=set)  # functions a pass wrote to hold user code (rest of a function)
 
     @functools.cached_property
     def closures(self) -> list:

@@ -69,6 +69,8 @@ class Pass(Inheriting):
     def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
         done = fn.visit(cls(fn, ctx))
         ctx.origins.inherit(done, fn)
+        if ctx.generated:  # functions holding the user's code (EarlyReturn's rest): rewritten like fn itself
+            done = done.visit(_Generated(cls, ctx, done))
         return done
 
     def visit_FunctionDef(self, node) -> bool:
@@ -135,3 +137,25 @@ def condition_of(node) -> cst.BaseExpression | None:
     if isinstance(node, cst.For):
         return node.iter
     return getattr(node, "test", None)
+
+
+class _Generated(cst.CSTTransformer):
+    """Runs a pass on each function in ``ctx.generated`` found in a tree, as on a function of its own."""
+
+    def __init__(self, step, ctx, root):
+        super().__init__()
+        self.step, self.ctx, self.root = step, ctx, root
+
+    def on_visit(self, node) -> bool:
+        return isinstance(node, _STRUCTURE) and super().on_visit(node)  # functions are statements
+
+    def visit_FunctionDef(self, node) -> bool:
+        # one below another: the pass applied to the outer one reaches the inner one itself
+        return node is self.root or node.name.value not in self.ctx.generated
+
+    def leave_FunctionDef(self, original, updated):
+        if original is self.root or original.name.value not in self.ctx.generated:
+            return updated
+        done = self.step.apply(updated, self.ctx)
+        self.ctx.origins.inherit(done, original)
+        return done

@@ -18,6 +18,7 @@ from .errors import UnbranchError
 from .normalise.condition_forms import ConditionForms
 from .normalise.early_return import EarlyReturn
 from .normalise.elif_chain import ElifChain
+from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
 from .origins import Origins
 from .rules.for_to_scan import ForToScan
@@ -30,8 +31,9 @@ from .source import SourceInfo
 PASSES = [
     RaiseToCheck,  # first: `if c: raise` must not count as an early return
     ElifChain,  # dispatched elifs become `else: if`, so each if is a replaceable statement
-    EarlyReturn,  # the code after a one-sided return moves into the other branch
     LeadingBreak,  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
+    JumpFlags,  # other break/continue/return in loops -> flags, `if not flag:` guards, `if ret: return v` after
+    EarlyReturn,  # then the code after a one-sided return (also those JumpFlags left) moves into the other branch
     ConditionForms,  # bool(t), x in t, any(...), torch.equal in dispatched tests
     IfExpToCond,  # before IfToCond: a conditional expression in a branch moves into its function as a call
     IfToCond,  # liveness on the final shape of the code, then branch functions

@@ -5,18 +5,39 @@
     return torch.cos(x)          else:
                                      return torch.cos(x)
 
-Afterwards a dispatched ``if`` either returns on every path or on none. The rest is only
-moved through ``if`` statements; a ``return`` inside a loop, ``with`` or ``try`` stays
-where it is (the rule then leaves that ``if`` as plain Python).
+When the rest would be needed on both sides (neither branch ends in ``return``), it is not
+copied: it becomes one function, called (and returned) where the code would reach it, so
+the code grows linearly with the nesting, not exponentially:
+
+    if a:                        def branch_cond_rest_1(x):
+        if b:                        x = x - 1
+            return x                 return x * 2
+        x = x + 1            ->  if a:
+    x = x - 1                        if b:
+    return x * 2                         return x
+                                     else:
+                                         x = x + 1
+                                         return branch_cond_rest_1(x)
+                                 else:
+                                     return branch_cond_rest_1(x)
+
+Afterwards a dispatched ``if`` either returns on every path or on none, with the same
+structure on both (what ``torch.cond`` needs: a "returned" flag and value set on one path
+only would have nothing to carry on the other). The rest is only moved through ``if``
+statements; a ``return`` inside a loop, ``with`` or ``try`` stays where it is (the rule
+then leaves that ``if`` as plain Python).
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from ..analysis.effects import mutated_parameters
 from ..analysis.flow import ends_in_return, returns_through_ifs
-from ..analysis.liveness import orelse_body
+from ..analysis.liveness import ALL, assigned, live_in, orelse_body
+from ..analysis.names import block_declared, block_writes, param_names
 from ..passes import Pass, Rewrite, Unchanged
+from ..rules._util import branch_def, call_statement, explicit_super, in_order
 
 
 def _needs_tail(s, ctx) -> bool:
@@ -28,32 +49,114 @@ def _needs_tail(s, ctx) -> bool:
     return any(_needs_tail(c, ctx) for c in (*s.body.body, *orelse_body(s)))
 
 
-def _block(stmts, ctx) -> list:
+def _block(stmts, ctx, local, bound) -> list:
+    """``bound``: (names surely bound, names maybe bound) where ``stmts`` start."""
     for i, s in enumerate(stmts):
-        if _needs_tail(s, ctx) and i + 1 < len(stmts):
-            return [*stmts[:i], _push(s, stmts[i + 1 :], ctx)]
-        if isinstance(s, cst.If) and _needs_tail(s, ctx):
-            return [*stmts[:i], _push(s, [], ctx)]
+        last = i + 1 == len(stmts)
+        if _needs_tail(s, ctx) and (not last or isinstance(s, cst.If)):
+            return [*stmts[:i], *_push(s, stmts[i + 1 :], ctx, local, _after(stmts[:i], bound))]
     return stmts
 
 
-def _push(node: cst.If, tail, ctx) -> cst.If:
+def _after(stmts, bound) -> tuple[set, set]:
+    sure, maybe = bound
+    done = assigned(stmts)
+    return (sure | (set() if done is ALL else done)), maybe | block_writes(stmts)
+
+
+class _Unmovable(cst.CSTVisitor):
+    """Does a block hold what a nested function cannot run (yield, await, a bare locals())?"""
+
+    def __init__(self):
+        self.found = False
+
+    def visit_FunctionDef(self, node):
+        return False
+
+    visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def visit_Yield(self, node):
+        self.found = True
+
+    visit_Await = visit_Yield
+
+    def visit_Call(self, node):
+        self.found |= isinstance(node.func, cst.Name) and node.func.value in ("locals", "vars", "exec", "eval")
+
+
+def _shareable(tail, ctx) -> bool:
+    """Can ``tail`` become a nested function (its writes then stay its own)?"""
+    if block_declared(tail):
+        return False
+    v = _Unmovable()
+    for s in tail:
+        s.visit(v)
+    writes = block_writes(tail)
+    # a nested function of the user's that reads a name the tail rebinds would no longer see it
+    return not v.found and not any(c.reads & writes for c in ctx.closures)
+
+
+def _params(node: cst.If, tail, local, bound) -> list[str] | None:
+    """What the rest reads from before it, bound where each branch would call it (None: not surely)."""
+    live = live_in(tail, set()) & local
+    ends = [_after(b, bound) for b in (node.body.body, orelse_body(node))]
+    maybe = set().union(*(m for _, m in ends))
+    params = live & maybe  # a name bound on no path before stays unbound in the rest too
+    if any(params - sure for sure, _ in ends):
+        return None  # bound on some paths only: the call would fail where Python reads it later, or never
+    return in_order(params, tail)
+
+
+class _WithRest:
+    """``ctx.mutating_helpers`` and the rest functions: which of their arguments they change in place."""
+
+    def __init__(self, base):
+        self.base, self.rest = base, {}
+
+    def get(self, callee, default=()):
+        if callee in self.rest:
+            return self.rest[callee] or default
+        return self.base.get(callee, default) if self.base is not None else default
+
+
+def _push(node: cst.If, tail, ctx, local, bound) -> list:
+    both = tail and not ends_in_return(node.body.body) and not ends_in_return(orelse_body(node))
+    rest_def = None
+    params = _params(node, tail, local, bound) if both else None
+    if params is not None and (len(tail) > 1 or not ends_in_return(tail)) and _shareable(tail, ctx):
+        # the rest is needed on both sides: one function for it, called where it would run
+        (name,) = ctx.namer.numbered(ctx.prefix, ("rest",))
+        body = explicit_super(tail, ctx)
+        if not ends_in_return(body):
+            body = [*body, cst.SimpleStatementLine([cst.Return(cst.Name("None"))])]  # falling off the end
+        rest_def = branch_def(name, params, _block(body, ctx, local | set(params), (set(params), set(params))), [])
+        rest_def = rest_def.with_changes(leading_lines=node.leading_lines)
+        ctx.generated.add(name)  # the passes after this one rewrite it as a function of its own
+        helpers = ctx.mutating_helpers
+        if not isinstance(helpers, _WithRest):
+            helpers = ctx.mutating_helpers = _WithRest(helpers)
+        helpers.rest[name] = mutated_parameters(rest_def, helpers)  # a branch calling it changes these
+        node = node.with_changes(leading_lines=[])
+        call = cst.Call(cst.Name(name), [cst.Arg(cst.Name(p)) for p in params])
+        tail = [call_statement([], call, returns=True)]
     copies = iter(range(2))
 
     def branch(stmts):
         if ends_in_return(stmts) or not tail:
-            return _block(list(stmts), ctx)
+            return _block(list(stmts), ctx, local, bound)
         moved = tail if next(copies) == 0 else [ctx.origins.cloned(t) for t in tail]
-        return _block([*stmts, *moved], ctx)
+        return _block([*stmts, *moved], ctx, local, bound)
 
     body = branch(node.body.body)
     orelse = branch(orelse_body(node))
     new = node.with_changes(body=node.body.with_changes(body=body))
     if not orelse:
-        return new.with_changes(orelse=None)
-    if isinstance(node.orelse, cst.Else):
-        return new.with_changes(orelse=node.orelse.with_changes(body=node.orelse.body.with_changes(body=orelse)))
-    return new.with_changes(orelse=cst.Else(cst.IndentedBlock(orelse)))
+        new = new.with_changes(orelse=None)
+    elif isinstance(node.orelse, cst.Else):
+        new = new.with_changes(orelse=node.orelse.with_changes(body=node.orelse.body.with_changes(body=orelse)))
+    else:
+        new = new.with_changes(orelse=cst.Else(cst.IndentedBlock(orelse)))
+    return [new] if rest_def is None else [rest_def, new]
 
 
 class EarlyReturn(Pass):
@@ -76,6 +179,31 @@ class EarlyReturn(Pass):
                     return torch.cos(y)
             """,
         ),
+        Rewrite(
+            """
+            def forward(self, x):
+                if x.sum() > 0:
+                    if x.max() > 1:
+                        return x
+                    x = x + 1
+                x = x - 1
+                return x * 2
+            """,
+            """
+            def forward(self, x):
+                def branch_cond_rest_1(x):
+                    x = x - 1
+                    return x * 2
+                if x.sum() > 0:
+                    if x.max() > 1:
+                        return x
+                    else:
+                        x = x + 1
+                        return branch_cond_rest_1(x)
+                else:
+                    return branch_cond_rest_1(x)
+            """,
+        ),
         Unchanged(
             """
             def forward(self, x, mask=None):
@@ -92,4 +220,8 @@ class EarlyReturn(Pass):
     def leave_FunctionDef(self, original, updated):
         if original is not self.fn:
             return updated
-        return updated.with_changes(body=updated.body.with_changes(body=_block(list(updated.body.body), self.ctx)))
+        body = list(updated.body.body)
+        local = set(param_names(updated)) | block_writes(body)
+        params = set(param_names(updated))
+        new = _block(body, self.ctx, local, (params, params))
+        return updated.with_changes(body=updated.body.with_changes(body=new))

@@ -16,6 +16,7 @@ class _Blockers(cst.CSTVisitor):
         self.found: list[tuple[cst.CSTNode, str]] = []
         self.loops = 0
         self.shelter = 0  # inside with/try: a return there cannot become a branch output
+        self.final = set()  # ids of returns ending a with body: the with returns on every path
 
     def visit_FunctionDef(self, node):
         return False
@@ -33,6 +34,9 @@ class _Blockers(cst.CSTVisitor):
 
     def visit_With(self, node):
         self.shelter += 1
+        last = node.body.body[-1] if node.body.body else None
+        if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return):
+            self.final.add(id(last.body[-1]))
 
     def leave_With(self, node):
         self.shelter -= 1
@@ -44,7 +48,7 @@ class _Blockers(cst.CSTVisitor):
     visit_TryStar = visit_Try
 
     def visit_Return(self, node):
-        if self.loops or self.shelter:
+        if self.loops or (self.shelter and id(node) not in self.final):
             self.found.append((node, "a return inside a loop or with block in a branch"))
 
     def _jump(self, node):

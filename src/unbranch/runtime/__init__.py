@@ -8,6 +8,7 @@ symbolic, so eager runs of rewritten code stay exact and cheap.
 from .checks import raise_if, unconverted
 from .conditions import all_, any_, bool_, equal, float_, in_, int_, not_in
 from .control_flow import and_, given, if_exp, if_stmt, not_, or_, right_needed
+from .jumps import flag
 from .loops import at, cat, for_each, for_range, stack, unconverted_loop, while_stmt
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "bool_",
     "cat",
     "equal",
+    "flag",
     "float_",
     "for_each",
     "for_range",

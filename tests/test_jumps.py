@@ -1,0 +1,327 @@
+"""break/continue lowered to flags, returns anywhere: exported programs match eager on every exit.
+
+Each module is exported inside ``torch_export_rewrite`` with dynamic dims, in non-strict
+and strict mode, then ``ep.module()`` is compared with the original on inputs that take
+every branch and loop exit, and on another shape.
+"""
+
+import time
+
+import pytest
+import torch
+from helpers import assert_same, count_conds
+from torch.export import Dim
+
+import unbranch
+
+MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
+
+
+def _count(ep, op) -> int:
+    return sum(
+        n.target is op
+        for gm in ep.graph_module.modules()
+        if isinstance(gm, torch.fx.GraphModule)
+        for n in gm.graph.nodes
+    )
+
+
+def export(model, example, strict, dims=None):
+    dims = dims or tuple({0: Dim.DYNAMIC} for _ in example)
+    with unbranch.torch_export_rewrite(rewrite=[type(model).forward]):
+        return torch.export.export(model, example, dynamic_shapes=dims, strict=strict)
+
+
+def same_everywhere(model, ep, inputs):
+    for args in inputs:
+        assert_same(ep.module()(*(a.clone() for a in args)), model(*(a.clone() for a in args)))
+
+
+# -- continue / break under a tensor condition --------------------------------------------
+
+
+class ContinueOnTensor(torch.nn.Module):
+    """A Python loop whose ``continue`` sits under a tensor condition."""
+
+    def forward(self, x):
+        for _ in range(3):
+            x = x + 1
+            if x.sum() > 4:
+                continue
+            x = x * 2
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_continue_under_tensor_condition(strict):
+    m = ContinueOnTensor()
+    ep = export(m, (torch.zeros(4),), strict)
+    assert count_conds(ep) == 3  # one guard per unrolled step
+    # never / sometimes / always skipping, and another length
+    same_everywhere(m, ep, [(torch.full((4,), -9.0),), (torch.zeros(4),), (torch.ones(4),), (torch.zeros(7),)])
+
+
+class BreakInScan(torch.nn.Module):
+    """``break`` in a ``for`` over a dynamic length: the remaining steps do nothing."""
+
+    def forward(self, x):
+        acc = torch.zeros(x.shape[1])
+        for i in range(x.shape[0]):
+            if x[i].sum() > 2:
+                break
+            acc = acc + x[i]
+        return acc
+
+
+def _rows(n, stop_at):
+    x = torch.zeros(n, 3)
+    if stop_at is not None:
+        x[stop_at] = 1.0
+    return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_break_in_for_over_dynamic_range(strict):
+    m = BreakInScan()
+    ep = export(m, (_rows(5, 2),), strict)
+    assert _count(ep, torch.ops.higher_order.scan) == 1
+    inputs = [(_rows(5, None),), (_rows(5, 0),), (_rows(5, 2),), (_rows(5, 4),), (_rows(8, 6),), (_rows(3, None),)]
+    inputs = [(x + 0.1 * torch.arange(3.0),) for (x,) in inputs]
+    same_everywhere(m, ep, inputs)
+
+
+class BreakInWhile(torch.nn.Module):
+    """``break`` in a ``while`` on a tensor condition."""
+
+    def forward(self, x):
+        while x.sum() < 100:
+            x = x * 2
+            if x.max() > 20:
+                break
+            x = x + 1
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_break_in_while_on_tensor(strict):
+    m = BreakInWhile()
+    ep = export(m, (torch.ones(4),), strict)
+    assert _count(ep, torch.ops.higher_order.while_loop) == 1
+    # the test ends the loop at once / the break ends it / the test ends it after some steps
+    inputs = [(torch.full((4,), 50.0),), (torch.full((4,), 11.0),), (torch.ones(4),), (torch.full((6,), 0.5),)]
+    inputs += [(torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]),)]
+    same_everywhere(m, ep, inputs)
+
+
+# -- LayerDrop: a continue under self.training ---------------------------------------------
+
+
+class LayerDrop(torch.nn.Module):
+    def __init__(self, layerdrop=0.5):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+        self.layerdrop = layerdrop
+
+    def forward(self, x):
+        for layer in self.layers:
+            if self.training:
+                p = torch.rand([])
+                if p < self.layerdrop:
+                    continue
+            x = layer(x)
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_layerdrop_in_eval_stays_python(strict):
+    m = LayerDrop().eval()
+    ep = export(m, (torch.randn(2, 4),), strict)
+    assert count_conds(ep) == 0
+    same_everywhere(m, ep, [(torch.randn(2, 4),), (torch.randn(5, 4),)])
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_layerdrop_in_training_is_a_cond(strict):
+    m = LayerDrop(layerdrop=0.0).train()  # p < 0.0 never holds: every layer runs, deterministically
+    ep = export(m, (torch.randn(2, 4),), strict)
+    assert count_conds(ep) == 3
+    same_everywhere(m, ep, [(torch.randn(2, 4),), (torch.randn(5, 4),)])
+    m.layerdrop = 1.0  # every layer dropped
+    ep = export(m, (torch.randn(2, 4),), strict)
+    same_everywhere(m, ep, [(torch.randn(2, 4),), (torch.randn(5, 4),)])
+
+
+def test_layerdrop_eager_is_exact():
+    m = LayerDrop(layerdrop=0.5).train()
+    x = torch.randn(3, 4)
+    with unbranch.torch_export_rewrite(rewrite=[LayerDrop.forward]):
+        torch.manual_seed(0)
+        got = m(x)
+    torch.manual_seed(0)
+    assert_same(got, m(x))
+
+
+def test_bart_decoder_is_not_refused():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.bart.modeling_bart import BartDecoder
+
+    rm = unbranch.transform_method(BartDecoder.forward, strict=True)
+    assert "continue" not in rm.code.split("def forward", 1)[1]
+    del transformers
+
+
+# -- returns ------------------------------------------------------------------------------
+
+
+class NestedReturns(torch.nn.Module):
+    """Returns 3 deep, each level with work after its inner level and an else that falls through."""
+
+    def forward(self, x):
+        x = x + 1
+        if x.sum() > 0:
+            x = x * 2
+            if x.sum() > 10:
+                x = x - 1
+                if x.sum() > 40:
+                    return x * 3
+                x = x / 2
+            else:
+                x = x + 5
+            x = x - 2
+        else:
+            x = -x
+        return x * 2
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_returns_nested_three_deep(strict):
+    m = NestedReturns()
+    ep = export(m, (torch.ones(4),), strict)
+    assert count_conds(ep) >= 3
+    inputs = [torch.full((4,), v) for v in (-5.0, 0.1, 2.0, 10.0)] + [torch.full((7,), 3.0), torch.full((2,), 0.5)]
+    same_everywhere(m, ep, [(x,) for x in inputs])
+
+
+def test_returns_nested_three_deep_code_is_linear():
+    rm = unbranch.transform_method(NestedReturns.forward)
+    assert rm.code.count("x = x - 2") == 1  # the rest after the middle if is not copied
+
+
+def test_depth_ten_rewrites_fast():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    import nested_return
+
+    for shape in (nested_return.nested, nested_return.sequential):
+        start = time.perf_counter()
+        out = unbranch.rewrite_source(shape(10))
+        assert time.perf_counter() - start < 1.0
+        assert out.count("\n") < 4 * shape(10).count("\n")
+
+
+class ReturnInLoop(torch.nn.Module):
+    """A ``return`` inside a Python loop, under a tensor condition."""
+
+    def forward(self, x):
+        for _ in range(3):
+            x = x + 1
+            if x.sum() > 5:
+                x = x * 3
+                return x - 1
+            x = x * 2
+        x = x - 4
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_return_inside_loop(strict):
+    m = ReturnInLoop()
+    ep = export(m, (torch.zeros(4),), strict)
+    assert count_conds(ep) >= 3
+    # returns at step 1, 2, 3, or never; another length
+    inputs = [torch.full((4,), v) for v in (5.0, 0.0, -0.6, -10.0)] + [torch.full((9,), -0.3)]
+    same_everywhere(m, ep, [(x,) for x in inputs])
+
+
+class ReturnInWhile(torch.nn.Module):
+    def forward(self, x):
+        while x.sum() < 100:
+            x = x * 2
+            if x.max() > 20:
+                return x
+            x = x + 1
+        return -x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_return_inside_while_on_tensor(strict):
+    m = ReturnInWhile()
+    ep = export(m, (torch.ones(4),), strict)
+    assert _count(ep, torch.ops.higher_order.while_loop) == 1
+    inputs = [(torch.full((4,), 50.0),), (torch.full((4,), 11.0),), (torch.ones(4),), (torch.full((30,), 1.0),)]
+    same_everywhere(m, ep, inputs)
+
+
+class ReturnInNoGrad(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.no_grad():
+            y = self.lin(x)
+            if y.sum() > 0:
+                return y + 1
+            y = y - 1
+        return self.lin(y) * 3
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_return_inside_no_grad(strict):
+    m = ReturnInNoGrad()
+    with torch.no_grad():
+        m.lin.bias.fill_(0.0)
+    ep = export(m, (torch.ones(2, 4),), strict)
+    assert count_conds(ep) >= 2
+    same_everywhere(m, ep, [(torch.ones(2, 4),), (-torch.ones(2, 4),), (torch.ones(5, 4),), (-torch.ones(3, 4),)])
+
+
+def test_return_inside_no_grad_eager_keeps_grad_mode():
+    m = ReturnInNoGrad()
+    for sign in (1.0, -1.0):
+        x = sign * torch.ones(2, 4) * 100
+        want = m(x)
+        with unbranch.torch_export_rewrite(rewrite=[ReturnInNoGrad.forward]):
+            got = m(x)
+        assert got.requires_grad == want.requires_grad
+        assert_same(got, want)
+
+
+class SequentialReturns(torch.nn.Module):
+    """Ifs in a row, each with a return inside and an else falling through (the rest is shared)."""
+
+    def forward(self, x):
+        if x.sum() > 1:
+            if x.max() > 2:
+                return x * 1
+            x = x + 1
+        else:
+            x = x - 1
+        if x.sum() > 2:
+            if x.max() > 2.5:
+                return x * 2
+            x = x + 2
+        else:
+            x = x - 2
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_sequential_returns(strict):
+    m = SequentialReturns()
+    ep = export(m, (torch.ones(4),), strict)
+    assert count_conds(ep) >= 4
+    values = (-3.0, 0.3, 0.45, 1.8, 2.5, 5.0)  # else/else, then/then (twice), x * 2, x * 1
+    same_everywhere(m, ep, [(torch.full((4,), v),) for v in values] + [(torch.full((7,), 0.2),)])
