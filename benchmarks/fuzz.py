@@ -78,7 +78,11 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
             tally["exports"] += 1
             tally["strict_exports"] += strict
             divergence = check_export(source, PYTHON_ARGS[k % len(PYTHON_ARGS)], strict)
-            if divergence is not None and "could not be converted: " in divergence.detail:
+            if (
+                divergence is not None
+                and divergence.kind == "export-error"
+                and "could not be converted: " in divergence.detail
+            ):
                 divergence.kind = "refusal"  # a construct left as Python, with its reason
             if divergence is not None and divergence.kind == "refusal":
                 refusals.append(divergence)
@@ -97,6 +101,7 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
         "rewrite_errors": kinds.count("rewrite"),
         "export_divergences": kinds.count("export"),
         "export_errors": kinds.count("export-error"),
+        "harm": kinds.count("harm"),  # exported without the rewrite, failed with it
         "refusals": len(refusals),
         "refusal_reasons": sorted({d.detail.split(": ", 2)[-1][:160] for d in refusals}),
         "branch_sides_taken": tally["sides_taken"] / max(tally["sides"], 1),
@@ -134,7 +139,7 @@ def main() -> None:
         f"{result['programs']} programs ({result['distinct_programs']} distinct) in {result['seconds']:.0f} s: "
         f"{result['eager_divergences']} eager divergence(s), {result['rewrite_errors']} rewrite error(s); "
         f"{result['exports']} exports ({result['strict_exports']} strict): {result['export_divergences']} "
-        f"divergence(s), {result['export_errors']} error(s), {result['refusals']} refusal(s); "
+        f"divergence(s), {result['export_errors']} error(s), {result['harm']} harmed, {result['refusals']} refusal(s); "
         f"{result['branch_sides_taken']:.0%} of branch sides "
         f"taken; rewrite median {result['rewrite_seconds']['median']:.2f} s, max "
         f"{result['rewrite_seconds']['max']:.1f} s -> {path}"

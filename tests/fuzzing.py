@@ -443,6 +443,8 @@ def check_export(source: str, py, strict: bool) -> Divergence | None:
             ep = torch.export.export(Call(fn, *py), example, dynamic_shapes=dynamic, strict=strict)
     except Exception as e:
         kind = "refusal" if refused(e) else "export-error"
+        if _exports_plainly(fn, py, example, dynamic, strict):
+            kind = "harm"  # the program exported without unbranch: the rewrite broke it
         return Divergence(kind, source, f"{_describe('randn (4, 3)', py)}: {_summary(e)}", strict)
     exported = ep.module()
     for label, x, y in tensor_inputs(source, sizes=(2, 3, 5, 7)):
@@ -454,6 +456,15 @@ def check_export(source: str, py, strict: bool) -> Divergence | None:
         except Exception as e:
             return Divergence("export", source, f"{_describe(label, py)}: {_summary(e)}", strict)
     return None
+
+
+def _exports_plainly(fn, py, example, dynamic, strict: bool) -> bool:
+    """Does the original program export without unbranch (asked only when it failed with it)?"""
+    try:
+        torch.export.export(Call(fn, *py), example, dynamic_shapes=dynamic, strict=strict)
+    except Exception:
+        return False
+    return True
 
 
 # --- loops ------------------------------------------------------------------------------------
