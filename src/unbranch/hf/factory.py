@@ -206,7 +206,7 @@ MATCHED = {
     **{k: 2 for k, v in SIZES.items() if v == FFN},
 }
 MATCHED_FROM = 64  # smaller values (2, 4, 16...) are too common to say they are the same size
-_SIZE_NAME = re.compile(r"size|dim|channels|features|width", re.IGNORECASE)
+_SIZE_NAME = re.compile(r"size|dim|channel|features|width", re.IGNORECASE)
 
 
 def _consistent(d: dict, seen: dict) -> None:
@@ -219,8 +219,8 @@ def _consistent(d: dict, seen: dict) -> None:
             continue
         elif isinstance(value, int) and not isinstance(value, bool) and value in sizes:
             d[key] = sizes[value]
-        elif isinstance(value, list) and value and isinstance(value[-1], int) and value[-1] in sizes:
-            d[key] = [sizes.get(v, v) if isinstance(v, int) else v for v in value]
+        elif isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+            d[key] = _scaled_list(value, sizes)
 
 
 _LAYER_INDEX = re.compile(r"feature_layers?$|_layer_ids?$|_layer_indices$")
@@ -243,6 +243,17 @@ def _every_kind(values: list, n: int) -> list:
     keep = sorted(last.values())[-n:]
     keep += [i for i in range(len(values)) if i not in keep][: n - len(keep)]
     return [values[i] for i in sorted(keep)]
+
+
+def _scaled_list(values: list, sizes: dict) -> list:
+    """Per-stage sizes holding a shrunk width, scaled with it (Hiera's 96, 192, 384, 768 -> 32, 64, 128, 256)."""
+    old = next((v for v in values if v in sizes), None)
+    if old is None:
+        return values
+    scaled = [v * sizes[old] / old for v in values]
+    if all(x == int(x) and x >= 1 for x in scaled):
+        return [int(x) for x in scaled]
+    return [sizes.get(v, v) for v in values]
 
 
 def _scaled(sections: list, ratio: float) -> list:
@@ -383,7 +394,8 @@ def make_inputs(model, batch: int = 2, seq: int = 7, variant: int = 0) -> tuple[
         if name in ("input_ids", "decoder_input_ids", "qformer_input_ids"):
             length = seq if name != "decoder_input_ids" else max(seq - 2, 2)
             vocab = _find(config, "vocab_size", VOCAB)
-            kw[name], ds[name] = torch.randint(4, min(vocab, 100), (batch, length), generator=g), {0: dyn, 1: dyn}
+            rows = batch * (_find(config, "num_codebooks") or 1) if variant == 2 else batch  # a row per codebook
+            kw[name], ds[name] = torch.randint(4, min(vocab, 100), (rows, length), generator=g), {0: dyn, 1: dyn}
         elif name == "attention_mask":
             kw[name], ds[name] = torch.ones(batch, seq, dtype=torch.long), {0: dyn, 1: dyn}
         elif name == "bbox":  # layout models: one box (x0, y0, x1, y1) per token, in 0..1000
@@ -397,31 +409,31 @@ def make_inputs(model, batch: int = 2, seq: int = 7, variant: int = 0) -> tuple[
             shape = (16, channels * temporal * patch**2) if variant != 1 else (16, channels * temporal, patch, patch)
             kw[patches], ds[patches] = torch.randn(*shape, generator=g), None
         elif name in ("pixel_values", "pixel_values_videos", "prompt_pixel_values") and name not in kw:
-            size = _find(config, "image_size", IMAGE)
+            size = _find(config, "image_size", IMAGE if variant != 2 else (2 * IMAGE, 8 * IMAGE))  # OCR: text lines
             h, w = (size, size) if isinstance(size, int) else size[:2]
             frames = _find(config, "num_frames") or (4 if "videos" in name else None)
             pair = (2,) if variant == 1 and not frames else ()  # keypoint matchers take image pairs
             shape = (batch, *((frames,) if frames else pair), _find(config, "num_channels", 3), h, w)
             kw[name], ds[name] = torch.randn(*shape, generator=g), {0: dyn}
         elif name == "input_values":
-            channels = _find(config, "audio_channels") or (1 if variant == 1 else None)  # codecs: (batch, 1, time)
+            channels = _find(config, "audio_channels") or (1 if variant else None)  # codecs: (batch, 1, time)
             channels = (channels,) if channels else ()
             kw[name] = torch.randn(batch, *channels, AUDIO_SAMPLES + 40 * seq, generator=g)
             ds[name] = {0: dyn, 1 + len(channels): dyn}
         elif name in ("input_features", "audio_mel"):
             positions = _find(config, "max_source_positions")
             mel = _find(config, "num_mel_bins") or _find(config, "feature_size") or 16
-            if positions and variant != 2:  # Whisper-like: mel bins first, and exactly twice the encoder's positions
-                kw[name] = torch.randn(batch, mel, 2 * positions, generator=g)
-            elif variant == 2:
-                kw[name] = torch.randn(batch, mel, 64, generator=g)
-            else:  # frames first (conformers, Speech2Text's stacked channels)
+            if bool(positions) != (variant == 2):  # Whisper-like: mel bins first, twice the encoder's positions
+                frames = 2 * (_find(config, "n_window") or positions or 32)  # chunked encoders: whole windows
+                kw[name] = torch.randn(batch, mel, frames if variant == 2 else 2 * positions, generator=g)
+            else:  # frames first (conformers, Speech2Text's stacked channels, stacked frames)
                 per_channel = _find(config, "input_feat_per_channel")
                 features = per_channel * _find(config, "input_channels", 1) if per_channel else mel
+                features = _find(config, "feature_projection_input_dim") or features
                 kw[name] = torch.randn(batch, 64, features, generator=g)
             ds[name] = {0: dyn}
-        elif name in ("input_features_mask", "feature_attention_mask"):
-            pass  # after the features (below)
+        elif name.endswith("_mask") and name[: -len("_mask")] in wanted:
+            pass  # after what it masks (below)
         elif name in ("inputs_embeds", "inputs", "hidden_states", "query_embeds") and name not in kw:
             kw[name], ds[name] = torch.randn(batch, seq, hidden, generator=g), {0: dyn}
         elif name == "merge_sizes":  # one merge size per image
@@ -430,11 +442,11 @@ def make_inputs(model, batch: int = 2, seq: int = 7, variant: int = 0) -> tuple[
             _time_series(config, batch, g, kw, ds)
         elif name not in kw:
             raise NotImplementedError(f"no input maker for {name!r}")
-    for name in ("input_features_mask", "feature_attention_mask"):
-        if name in wanted and "input_features" in kw:  # every frame valid
-            features = kw["input_features"]
-            frames = features.shape[1] if features.shape[1] != _find(config, "num_mel_bins") else features.shape[2]
-            kw[name], ds[name] = torch.ones(features.shape[0], frames, dtype=torch.long), {0: dyn}
+    for name, features in [("feature_attention_mask", "input_features"), *((f"{n}_mask", n) for n in kw)]:
+        if name in wanted and features in kw and name not in kw:  # every frame valid
+            x = kw[features]
+            frames = x.shape[1] if x.shape[1] != _find(config, "num_mel_bins") else x.shape[2]
+            kw[name], ds[name] = torch.ones(x.shape[0], frames, dtype=torch.long), {0: dyn}
     return kw, ds
 
 
