@@ -128,7 +128,8 @@ OVERRIDES: dict[str, dict] = {
     "mamba2": {"num_heads": 2 * WIDTH // HEAD_DIM, "n_groups": 1},  # num_heads * head_dim == expand * hidden_size
     "squeezebert": {"embedding_size": WIDTH},  # no factorised embeddings
     "reformer": {"axial_pos_embds_dim": [WIDTH // 2, WIDTH // 2]},  # they sum to the width
-    "codegen": {"n_head": 4},  # heads split over 4 model-parallel groups
+    "codegen": {"n_head": 4},
+    "xmod": {"default_language": "en_XX"},  # its adapters need one  # heads split over 4 model-parallel groups
     # layer kinds with no default (checkpoints give them)
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
     "deepseek_ocr2_text": {"mlp_layer_types": ["dense", "sparse"]},
@@ -148,9 +149,11 @@ def _shrink(d: dict, seen: dict | None = None) -> dict:
     old_head_dim = d.get("head_dim") or (d.get("hidden_size", 0) // heads if isinstance(heads, int) and heads else 0)
     merged = d.get("patch_size", 0) * d.get("spatial_merge_size", 0) if isinstance(d.get("patch_size"), int) else 0
     windows = d.get("window_size", 0) // merged if merged and d.get("window_size", 0) % merged == 0 else 0
+    # stages listed (and no layer count): a backbone keeps its stage names, whose outputs a detector reads
+    staged = any(isinstance(d.get(k), list) for k in LIST_SIZES) and not {"num_layers", "num_hidden_layers"} & set(d)
     for key, value in list(d.items()):
-        if key in DERIVED and not (key == "out_features" and value and isinstance(value[-1], int)):  # not names
-            del d[key]
+        if key in DERIVED and not staged and not (key == "out_features" and value and isinstance(value[-1], int)):
+            del d[key]  # backbone outputs named after layers, which are fewer now (per-stage lists keep theirs)
         elif isinstance(value, dict) and value and all(str(k).isdigit() for k in value):  # per-layer settings
             d[key] = {k: v for k, v in value.items() if int(k) < LAYERS}
         elif isinstance(value, dict) and key not in ("id2label", "label2id"):
@@ -167,6 +170,10 @@ def _shrink(d: dict, seen: dict | None = None) -> dict:
             d[key] = [_layer(v) for v in value] if isinstance(value, list) else _layer(value)
         elif key in LIST_SIZES and isinstance(value, (list, tuple)) and value:
             d[key] = LIST_SIZES[key](len(value))
+            if key == "hidden_sizes":  # a detector's input channels are its backbone's stage widths
+                for old, new in zip(value, d[key]):
+                    if isinstance(old, int) and old >= MATCHED_FROM:
+                        seen[old] = min(seen.get(old, (9, 0)), (3, new))
         elif key in ("image_size", "patch_size") and isinstance(value, (list, tuple)):
             d[key] = [min(v, SIZES.get(key, AT_MOST.get(key))) for v in value]
     for key, value in list(d.items()):  # per-layer lists (layer_types, mlp_only_layers...) follow the count
@@ -350,7 +357,8 @@ def _wanted(model, extra: bool = False) -> list[str]:
     """
     config, params = model.config, _forward_params(type(model))
     main = type(model).main_input_name
-    wanted = [main] if main in params or main == "past_values" else []  # some classes inherit a wrong one
+    mains = list(main) if isinstance(main, (list, tuple)) else [main]  # OneFormer: pixels and task tokens
+    wanted = [m for m in mains if m in params or m == "past_values"]  # some classes inherit a wrong one
     wanted += [
         p.name
         for p in params.values()
@@ -366,7 +374,7 @@ def _wanted(model, extra: bool = False) -> list[str]:
     if extra:
         embeds = any(n.endswith("_embeds") or n == "inputs" for n in wanted)  # inputs given as embeddings
         wanted += [n for n in params if n in EXTRA and not (embeds and n == "input_ids")]
-    return [w for w in dict.fromkeys(wanted) if w in params or w == main]
+    return [w for w in dict.fromkeys(wanted) if w in params or w in mains]
 
 
 # optional inputs given when the model does not run without them (variant 1 and later)
@@ -391,7 +399,7 @@ def make_inputs(model, batch: int = 2, seq: int = 7, variant: int = 0) -> tuple[
     wanted = _wanted(model, extra=variant > 0)
     patches = next((n for n in ("hidden_states", "pixel_values") if n in wanted), "hidden_states")
     for name in sorted(wanted, key=lambda n: n not in GRIDS):  # a grid sizes the patches
-        if name in ("input_ids", "decoder_input_ids", "qformer_input_ids"):
+        if name in ("input_ids", "decoder_input_ids", "qformer_input_ids", "task_inputs"):
             length = seq if name != "decoder_input_ids" else max(seq - 2, 2)
             vocab = _find(config, "vocab_size", VOCAB)
             rows = batch * (_find(config, "num_codebooks") or 1) if variant == 2 else batch  # a row per codebook
