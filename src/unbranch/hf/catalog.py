@@ -47,6 +47,16 @@ CATALOGUE: dict[str, dict[str, dict]] = {
             "pre_rewriter": hooks.only_if("self.classifier", "self.classifier.weight.dtype != self.dtype")
         },
     },
+    _M + "switch_transformers.modeling_switch_transformers": {
+        # NllbMoe's classifier cast, in the router's forward: skipped once the classifier has the router's dtype
+        "SwitchTransformersTop1Router.forward": {
+            "pre_rewriter": hooks.only_if("self.classifier", "self.classifier.weight.dtype != self.dtype")
+        },
+        # and NllbMoe's loop over the experts hit
+        "SwitchTransformersExperts.forward": {
+            "pre_rewriter": hooks.replace_loop_iterable("expert_hit", "[[e] for e in range(self.num_experts)]")
+        },
+    },
     # the same loop over the experts `.nonzero()` hit, in MoE layers with no batched experts implementation
     _M + "openai_privacy_filter.modeling_openai_privacy_filter": {
         "OpenAIPrivacyFilterExperts.forward": {
