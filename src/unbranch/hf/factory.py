@@ -239,15 +239,16 @@ def _layer(index):
 
 
 def _every_kind(values: list, n: int) -> list:
-    """``n`` of ``values`` in their order, every kind among them where there is room (a full-attention layer too).
+    """``n`` of ``values`` in their order, every kind of layer among them where there is room (a full-attention one...).
 
-    The last of each kind is kept first: hybrid models end on the kinds that share or read a cache.
+    The first layer stays first (a layer sharing an earlier one's cache or indices cannot); then the
+    last layer of each other kind (hybrid models end on the kinds that read a cache). Lists of
+    numbers (layer indices, flags) keep their first ``n``.
     """
-    try:
-        last = {v: i for i, v in enumerate(values)}
-    except TypeError:  # unhashable entries (per-layer lists): the first ones
+    if not all(isinstance(v, str) for v in values):
         return values[:n]
-    keep = sorted(last.values())[-n:]
+    last = {v: i for i, v in enumerate(values) if v != values[0]}
+    keep = [0, *sorted(last.values())[-(n - 1) :]] if n > 1 else [0]
     keep += [i for i in range(len(values)) if i not in keep][: n - len(keep)]
     return [values[i] for i in sorted(keep)]
 
