@@ -84,8 +84,12 @@ SIZES = {
         LAYERS,
     ),
     **dict.fromkeys(["num_experts", "num_local_experts", "n_routed_experts"], 4),
-    **dict.fromkeys(["num_experts_per_tok", "moe_topk"], 2),
-    **dict.fromkeys(["n_shared_experts", "num_shared_experts", "n_group", "topk_group", "first_k_dense_replace"], 1),
+    **dict.fromkeys(["num_experts_per_tok", "num_experts_per_token", "moe_topk"], 2),
+    **dict.fromkeys(
+        ["n_shared_experts", "num_shared_experts", "n_group", "num_expert_group", "topk_group"]
+        + ["first_k_dense_replace"],
+        1,
+    ),
     "vocab_size": VOCAB,
     **dict.fromkeys(["max_position_embeddings", "n_positions", "max_target_positions"], 128),
     "image_size": IMAGE,
@@ -138,7 +142,7 @@ DERIVED = ("out_features", "out_indices", "stage_names")  # backbone outputs nam
 NO_DOWNLOAD = {"use_pretrained_backbone": False, "use_timm_backbone": False}
 
 
-def _shrink(d: dict, seen: dict | None = None) -> dict:
+def _shrink(d: dict, seen: dict | None = None, kinds: bool = True) -> dict:
     """One config dict, shrunk in place (nested configs too); lists as long as the layer count follow it.
 
     ``seen`` collects every named size shrunk (full-size value -> tiny value) for :func:`_consistent`.
@@ -157,7 +161,7 @@ def _shrink(d: dict, seen: dict | None = None) -> dict:
         elif isinstance(value, dict) and value and all(str(k).isdigit() for k in value):  # per-layer settings
             d[key] = {k: v for k, v in value.items() if int(k) < LAYERS}
         elif isinstance(value, dict) and key not in ("id2label", "label2id"):
-            _shrink(value, seen)
+            _shrink(value, seen, kinds)
         elif isinstance(value, bool) or value is None:
             continue
         elif key in SIZES and isinstance(value, int) and value != 0:  # 0: the part is off (no rotary part...)
@@ -170,15 +174,11 @@ def _shrink(d: dict, seen: dict | None = None) -> dict:
             d[key] = [_layer(v) for v in value] if isinstance(value, list) else _layer(value)
         elif key in LIST_SIZES and isinstance(value, (list, tuple)) and value:
             d[key] = LIST_SIZES[key](len(value))
-            if key == "hidden_sizes":  # a detector's input channels are its backbone's stage widths
-                for old, new in zip(value, d[key]):
-                    if isinstance(old, int) and old >= MATCHED_FROM:
-                        seen[old] = min(seen.get(old, (9, 0)), (3, new))
         elif key in ("image_size", "patch_size") and isinstance(value, (list, tuple)):
             d[key] = [min(v, SIZES.get(key, AT_MOST.get(key))) for v in value]
     for key, value in list(d.items()):  # per-layer lists (layer_types, mlp_only_layers...) follow the count
         if isinstance(value, list) and layers and len(value) in layers and len(value) > LAYERS:
-            d[key] = _every_kind(value, LAYERS)
+            d[key] = _every_kind(value, LAYERS) if kinds else value[:LAYERS]
     if windows:  # a window in pixels, a whole number of merged patches (Qwen2.5-VL's 112 = 4 x 2 x 14)
         d["window_size"] = windows * d["patch_size"] * d["spatial_merge_size"]
     if "head_dim" in d and d["head_dim"] is None and "num_attention_heads" in d:
@@ -286,11 +286,17 @@ def _special_tokens(d: dict) -> None:
 
 def tiny_config(config_class, values: dict | None = None):
     """``config_class``'s defaults (or ``values``, a local config), shrunk to a tiny model."""
-    d = values if values is not None else config_class().to_dict()
-    seen: dict = {}
-    d = _shrink(json.loads(json.dumps(d)), seen)
-    _consistent(d, seen)
-    config = config_class.from_dict(d)
+    full = values if values is not None else config_class().to_dict()
+    for kinds in (True, False):  # every kind of layer, else (a config that rejects that mix) the first layers
+        seen: dict = {}
+        d = _shrink(json.loads(json.dumps(full)), seen, kinds)
+        _consistent(d, seen)
+        try:
+            config = config_class.from_dict(d)
+            break
+        except Exception:
+            if not kinds:
+                raise
     for sub in [config, *(v for v in vars(config).values() if hasattr(v, "to_dict"))]:
         _default_mrope(sub)
     return config
