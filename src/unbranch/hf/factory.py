@@ -209,8 +209,7 @@ def _shrink(d: dict, seen: dict | None = None, kinds: bool = True) -> dict:
 # sizes other fields must equal (an adapter's input width is the text model's width...), by priority
 MATCHED = {
     **{k: 0 for k, v in SIZES.items() if v == WIDTH and k not in ("projection_dim", "projection_size")},
-    **{k: 1 for k, v in SIZES.items() if v == HEAD_DIM},
-    **{k: 2 for k, v in SIZES.items() if v == FFN},
+    **{k: 1 for k, v in SIZES.items() if v == FFN},
 }
 MATCHED_FROM = 64  # smaller values (2, 4, 16...) are too common to say they are the same size
 _SIZE_NAME = re.compile(r"size|dim|channel|features|width", re.IGNORECASE)
@@ -284,18 +283,21 @@ def _special_tokens(d: dict) -> None:
                 d[key] = [next(spare) if v >= top else v for v in value]
 
 
-def tiny_config(config_class, values: dict | None = None):
-    """``config_class``'s defaults (or ``values``, a local config), shrunk to a tiny model."""
+def tiny_config(config_class, values: dict | None = None, kinds: bool = True):
+    """``config_class``'s defaults (or ``values``, a local config), shrunk to a tiny model.
+
+    ``kinds``: the tiny layers hold every kind of layer the full ones have (else the first ones).
+    """
     full = values if values is not None else config_class().to_dict()
-    for kinds in (True, False):  # every kind of layer, else (a config that rejects that mix) the first layers
+    for mixed in dict.fromkeys((kinds, False)):  # a config that rejects the mix of kinds: the first layers
         seen: dict = {}
-        d = _shrink(json.loads(json.dumps(full)), seen, kinds)
+        d = _shrink(json.loads(json.dumps(full)), seen, mixed)
         _consistent(d, seen)
         try:
             config = config_class.from_dict(d)
             break
         except Exception:
-            if not kinds:
+            if not mixed:
                 raise
     for sub in [config, *(v for v in vars(config).values() if hasattr(v, "to_dict"))]:
         _default_mrope(sub)
@@ -489,9 +491,15 @@ def tiny_model(name_or_class, dtype=torch.float32, config=None):
     cls = model_class(name_or_class) if isinstance(name_or_class, str) else name_or_class
     if cls is None:
         raise ValueError(f"{name_or_class!r} is no transformers model or config class")
-    config = config or tiny_config(cls.config_class)
     torch.manual_seed(0)
-    model = cls(config).eval().to(dtype)
+    try:
+        model = cls(config or tiny_config(cls.config_class)).eval().to(dtype)
+    except Exception:
+        if config is not None:
+            raise
+        # a kind of layer whose settings only checkpoints give (a sparse indexer's budget): the first layers
+        torch.manual_seed(0)
+        model = cls(tiny_config(cls.config_class, kinds=False)).eval().to(dtype)
     return (model, *runnable_inputs(model))
 
 
