@@ -457,8 +457,16 @@ def make_inputs(model, batch: int = 2, seq: int = 7, variant: int = 0) -> tuple[
             kw[name], ds[name] = torch.tensor([_find(config, "spatial_merge_size") or 2]), None
         elif name == "past_values":
             _time_series(config, batch, g, kw, ds)
+            if variant == 2:  # one univariate series per row (TimesFM)
+                kw[name] = kw[name].flatten(1)
+        elif name == "past_values_padding":  # after past_values (sorted below): nothing padded
+            pass
+        elif name == "freq":  # one frequency class per series
+            kw[name], ds[name] = torch.zeros(batch, 1, dtype=torch.long), {0: dyn}
         elif name not in kw:
             raise NotImplementedError(f"no input maker for {name!r}")
+    if "past_values_padding" in wanted and "past_values" in kw:
+        kw["past_values_padding"], ds["past_values_padding"] = torch.zeros(kw["past_values"].shape[:2]), {0: dyn}
     for name, features in [("feature_attention_mask", "input_features"), *((f"{n}_mask", n) for n in kw)]:
         if name in wanted and features in kw and name not in kw:  # every frame valid
             x = kw[features]
