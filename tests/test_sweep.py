@@ -29,6 +29,33 @@ def test_multimodal_rotary_sections_fit_the_tiny_head():
     assert sum(config.rope_parameters["mrope_section"]) == head_dim // 2
 
 
+def test_unnamed_sizes_equal_to_a_shrunk_width_shrink_with_it():
+    values = transformers.Dots3NoteConfig().to_dict()  # adapter_in_dim == hidden_size (validated)
+    d = factory._shrink(values, seen := {})
+    factory._consistent(d, seen)
+    assert d["vision_config"]["adapter_in_dim"] == d["vision_config"]["hidden_size"] == factory.WIDTH
+    assert d["vision_config"]["adapter_out_dim"] == d["text_config"]["hidden_size"]
+
+
+def test_per_layer_lists_keep_every_kind_of_layer():
+    assert factory._every_kind(["window"] * 7 + ["full"], 2) == ["window", "full"]
+    assert factory._every_kind(["a", "a", "a"], 2) == ["a", "a"]
+    config = factory.tiny_config(transformers.NeoMMEConfig)  # needs a full-attention layer
+    assert "full_attention" in str(config.to_dict())
+
+
+def test_a_size_of_zero_stays_off():
+    config = factory.tiny_config(transformers.Glm5NextConfig)  # its DSA layers want no rotary part
+    assert config.text_config.qk_rope_head_dim == 0
+
+
+def test_input_variants_until_the_model_runs():
+    model, kwargs, _ = factory.tiny_model("DacModel")  # a codec: waveforms (batch, 1, time)
+    assert kwargs["input_values"].dim() == 3
+    model, kwargs, _ = factory.tiny_model("Qwen2_5_VisionTransformerPretrainedModel")  # flattened patches + grid
+    assert kwargs["hidden_states"].shape[0] == int(kwargs["grid_thw"].prod())
+
+
 def test_model_class_from_a_config_class_name():
     assert factory.model_class("GemmaConfig") is transformers.GemmaModel
     assert factory.model_class("GemmaModel") is transformers.GemmaModel

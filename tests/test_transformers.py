@@ -108,3 +108,43 @@ def test_discovery_finds_an_uncatalogued_tensor_if(strict):
     for inp in (torch.randn(5, 4) * 10, torch.randn(2, 4) * 0.01):
         torch.testing.assert_close(ep.module()(inp), net(inp))
     assert Gate.forward.__code__.co_filename == __file__
+
+
+def _experts(name):
+    """A tiny MoE experts layer of ``name``'s family, random weights, and its config."""
+    from unbranch.hf import factory
+
+    config = factory.tiny_config(factory.model_class(name).config_class)
+    config = getattr(config, "text_config", config)
+    layer = factory.model_class(name)(config).layers[0].mlp.experts
+    torch.manual_seed(0)
+    for p in layer.parameters():
+        torch.nn.init.normal_(p, std=0.2)
+    return layer.eval()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name, experts",
+    [("OpenAIPrivacyFilterModel", "num_experts"), ("LongcatFlashModel", "total_experts")],
+)
+def test_expert_loop_over_hit_experts_exports_with_its_catalogue_hook(name, experts):
+    # `for e in <experts .nonzero() hit>` has a data-dependent trip count; the hook visits every expert
+    layer = _experts(name)
+    n = getattr(layer, experts)
+    dyn = torch.export.Dim.DYNAMIC
+
+    def inputs(tokens, hit):  # top-2 routing onto the experts in `hit` only
+        g = torch.Generator().manual_seed(tokens)
+        index = torch.stack([torch.tensor(hit)[torch.randperm(len(hit), generator=g)[:2]] for _ in range(tokens)])
+        return torch.randn(tokens, layer.hidden_size, generator=g), index, torch.rand(tokens, 2, generator=g)
+
+    example = inputs(5, list(range(n)))
+    shapes = ({0: dyn}, {0: dyn}, {0: dyn})
+    with pytest.raises(Exception, match="data-dependent"):
+        torch.export.export(layer, example, dynamic_shapes=shapes, strict=False)
+    with unbranch.torch_export_rewrite(layer):
+        ep = torch.export.export(layer, example, dynamic_shapes=shapes, strict=False)
+    for case in (inputs(9, list(range(n))), inputs(7, [0, 1]), inputs(3, [n - 2, n - 1])):  # some experts idle
+        with torch.no_grad():
+            torch.testing.assert_close(ep.module()(*case), layer(*case))

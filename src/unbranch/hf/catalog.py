@@ -47,6 +47,33 @@ CATALOGUE: dict[str, dict[str, dict]] = {
             "pre_rewriter": hooks.only_if("self.classifier", "self.classifier.weight.dtype != self.dtype")
         },
     },
+    _M + "switch_transformers.modeling_switch_transformers": {
+        # NllbMoe's classifier cast, in the router's forward: skipped once the classifier has the router's dtype
+        "SwitchTransformersTop1Router.forward": {
+            "pre_rewriter": hooks.only_if("self.classifier", "self.classifier.weight.dtype != self.dtype")
+        },
+        # and NllbMoe's loop over the experts hit
+        "SwitchTransformersExperts.forward": {
+            "pre_rewriter": hooks.replace_loop_iterable("expert_hit", "[[e] for e in range(self.num_experts)]")
+        },
+    },
+    # the same loop over the experts `.nonzero()` hit, in MoE layers with no batched experts implementation
+    _M + "openai_privacy_filter.modeling_openai_privacy_filter": {
+        "OpenAIPrivacyFilterExperts.forward": {
+            "pre_rewriter": hooks.replace_loop_iterable("expert_hit", "[[e] for e in range(self.num_experts)]")
+        },
+    },
+    _M + "longcat_flash.modeling_longcat_flash": {
+        # every expert (routed and identity ones), its index a Python int; an expert without
+        # tokens adds nothing, so its early `continue` (on a data-dependent size) can go
+        "LongcatFlashExperts.forward": {
+            "pre_rewriter": hooks.chain(
+                hooks.replace_loop_iterable("expert_hit", "range(self.total_experts)"),
+                hooks.replace_value("expert_idx", "expert_idx_tensor"),
+                hooks.drop_if("token_idx.numel() == 0"),
+            )
+        },
+    },
     # the same float16 clamp in the time-series models' encoder layers
     _M + "autoformer.modeling_autoformer": {"AutoformerEncoderLayer.forward": {}},
     _M + "informer.modeling_informer": {"InformerEncoderLayer.forward": {}},

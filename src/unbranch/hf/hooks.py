@@ -61,6 +61,52 @@ def replace_loop_iterable(name: str, iterable: str):
     return hook
 
 
+class _DropIf(cst.CSTTransformer):
+    def __init__(self, condition: str):
+        self.condition = condition
+
+    def leave_If(self, original, updated):
+        if updated.orelse is None and cst.Module([]).code_for_node(updated.test) == self.condition:
+            return cst.RemovalSentinel.REMOVE
+        return updated
+
+
+def drop_if(condition: str):
+    """``if <condition>: ...`` (no else) -> (removed): a shortcut whose body the code after it makes redundant.
+
+    E.g. ``if token_idx.numel() == 0: continue`` in an expert loop: an expert without tokens
+    adds nothing anyway (``index_add_`` of no rows).
+    """
+
+    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
+        return fn.visit(_DropIf(condition))
+
+    hook.__qualname__ = f"drop_if({condition!r})"
+    return hook
+
+
+def replace_value(target: str, expression: str):
+    """``target = value`` -> ``target = <expression>`` (e.g. an index the loop now gives as a Python int)."""
+
+    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
+        return fn.visit(_ReplaceValue(target, lambda _: cst.parse_expression(expression)))
+
+    hook.__qualname__ = f"replace_value({target!r}, {expression!r})"
+    return hook
+
+
+def chain(*hooks):
+    """One hook applying ``hooks`` in turn."""
+
+    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
+        for h in hooks:
+            fn = h(fn)
+        return fn
+
+    hook.__qualname__ = "chain(" + ", ".join(h.__qualname__ for h in hooks) + ")"
+    return hook
+
+
 class _OnlyIf(cst.CSTTransformer):
     def __init__(self, target: str, guard: str):
         self.target, self.guard = target, guard
