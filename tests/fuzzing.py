@@ -564,7 +564,7 @@ def loop_programs(draw) -> str:
 
 # --- jumps: loops with break/continue/return under tensor and Python conditions ---------------
 
-LOOP_HEADERS = ("for _i in range(2):", "for _i in range(n):", "for _i in range(x.shape[0]):", "while")
+JUMP_LOOP_HEADERS = ("for _i in range(2):", "for _i in range(n):", "for _i in range(x.shape[0]):", "while")
 
 
 class _JumpWriter(_Writer):
@@ -599,7 +599,7 @@ class _JumpWriter(_Writer):
 
     def loop(self, names, depth) -> list[str]:
         self.budget -= 2
-        header = self.choose(LOOP_HEADERS)
+        header = self.choose(JUMP_LOOP_HEADERS)
         head: list[str] = []
         if header == "while":  # a counter bounds it; counted first, so a continue cannot skip it
             counter = f"it{self.counters}"
