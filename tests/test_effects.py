@@ -205,8 +205,18 @@ class RebindsOnOneSide(torch.nn.Module):
         return x
 
 
+class ViewThenChanged(torch.nn.Module):
+    def forward(self, x):
+        y = x + 1
+        if x.sum() > 0:
+            y = x.view_as(x)
+        x.mul_(0.5)  # reaches y when the branch made it a view of x (found by the effects fuzzer)
+        return y * 2
+
+
 REFUSED = [
     (RebindsOnOneSide, "'x' is rebound in one branch only and changed in place after the if"),
+    (ViewThenChanged, "'y' may be a view of another tensor after the if and 'x' is changed in place later"),
     (AppendsInBranch, "the container 'aux' is changed in a branch"),
     (ClosureSeesRebinding, "'scale' is rebound in a branch and read by the nested function 'scaled'"),
     (ChangesBuffer, "an in-place .add_() on an attribute in a branch"),

@@ -206,23 +206,47 @@ class IfToCond(Pass):
                 raise Cannot(f"'{name}' may be unbound when the if runs")
         mutated = [m for m in operands if m in mutated]
         kept = [n for n in outputs or () if n in mutated and n not in effects.rebound]
-        why = self._identity_depends_on_branch(node, body, orelse, [n for n in outputs or () if n in before])
+        why = self._identity_depends_on_branch(node, body, orelse, outputs or [], before)
         if why:
             raise Cannot(why)
         return IfPlan(operands, outputs, mutated, kept)
 
-    def _identity_depends_on_branch(self, node, body, orelse, names) -> str | None:
-        """A name rebound on one side only, then changed in place after the if, where others can see it.
+    def _identity_depends_on_branch(self, node, body, orelse, outputs, before) -> str | None:
+        """Which object an output is after the if matters later, and a cond cannot say (left as Python).
 
-        Python changes the old object on one side and a new one on the other; a cond output is
-        always a new tensor, so the exported program could not change the old one. Left as Python.
+        A cond output is always a new tensor. Python's is the old object on a side that does not
+        rebind it, or a view of another tensor where a branch binds one: a change in place after
+        the if then reaches (or comes from) the other name in Python, never in the exported program.
         """
-        one_sided = [n for n in names if (n in block_effects(body).rebound) != (n in block_effects(orelse).rebound)]
+        branch = block_effects(body + orelse, self.ctx.mutating_helpers)
+        viewed = [n for n in outputs if n in branch.aliased]
+        one_sided = [
+            n
+            for n in outputs
+            if n in before and (n in block_effects(body).rebound) != (n in block_effects(orelse).rebound)
+        ]
         one_sided = [
             n for n in one_sided if n in self.fn_effects.mutated and (n in self.params or n in self.fn_effects.aliased)
         ]
-        if not one_sided:
+        if not one_sided and not viewed:
             return None
+        earlier, after = surroundings(self.fn, node)
+        later = block_effects(after, self.ctx.mutating_helpers).mutated
+        changed = later & branch.aliased
+        if viewed and changed:
+            return (
+                f"'{viewed[0]}' may be a view of another tensor after the if and '{sorted(changed)[0]}' is changed "
+                "in place later (a cond output is a new tensor: the change would not reach the other name)"
+            )
+        # a parameter rebound before the if on every path holds a fresh object: nobody else sees it
+        fresh = block_effects(earlier).rebound
+        for n in one_sided:
+            if (n in self.fn_effects.aliased or n not in fresh) and n in later:
+                return (
+                    f"'{n}' is rebound in one branch only and changed in place after the if "
+                    "(which object that change reaches depends on the branch: a cond cannot express it)"
+                )
+        return None
         before, after = surroundings(self.fn, node)
         # a parameter rebound before the if on every path holds a fresh object: nobody else sees it
         fresh = block_effects(before).rebound
