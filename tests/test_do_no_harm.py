@@ -132,3 +132,28 @@ def test_shape_tests_stay_as_the_plain_export_had_them(strict):
     assert sorted(map(str, ep.range_constraints.values())) == sorted(map(str, plain.range_constraints.values()))
     other = torch.randn(3, 9, 4)
     assert_same(ep.module()(other), model(other))
+
+
+class SizeOverLeftCode(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 3:
+            return x * 2
+        if x.sum() > 0:  # left as Python (a try in a branch), on the side the example does not take
+            try:
+                x = x + 1
+            except ValueError:
+                pass
+        return x
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_size_test_over_code_left_as_python_specialises_as_the_plain_export_does(strict):
+    # found by the fuzzer: as a cond, the size test made torch trace the other side too
+    x, dynamic = torch.randn(5, 3), ({0: torch.export.Dim.DYNAMIC},)
+    plain = torch.export.export(SizeOverLeftCode(), (x,), dynamic_shapes=dynamic, strict=strict)
+    with unbranch.torch_export_rewrite(rewrite=[SizeOverLeftCode.forward]) as report:
+        ep = torch.export.export(SizeOverLeftCode(), (x,), dynamic_shapes=dynamic, strict=strict)
+    assert count_conds(ep) == 0 and str(ep.graph) == str(plain.graph)
+    assert any("size condition over code left as Python" in why for _, _, why in report.left)
+    for n in (4, 9):
+        assert_same(ep.module()(torch.ones(n, 3)), SizeOverLeftCode()(torch.ones(n, 3)))

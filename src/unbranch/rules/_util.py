@@ -109,6 +109,28 @@ def lost_effect(node, stmts, visible, ctx, where: str) -> str | None:
     return None
 
 
+class _Unconverted(cst.CSTVisitor):
+    def __init__(self, runtime: str):
+        self.runtime, self.found = runtime, False
+
+    def visit_Call(self, node) -> bool:
+        f = node.func
+        self.found |= (
+            isinstance(f, cst.Attribute)
+            and isinstance(f.value, cst.Name)
+            and f.value.value == self.runtime
+            and f.attr.value in ("unconverted", "unconverted_loop")
+        )
+        return not self.found
+
+
+def holds_unconverted(node: cst.CSTNode, runtime: str) -> bool:
+    """Does ``node`` hold a construct an earlier pass left as Python (``_ub.unconverted...``)?"""
+    v = _Unconverted(runtime)
+    node.visit(v)
+    return v.found
+
+
 class _PythonValues(cst.CSTVisitor):
     """Does a block bind one of ``names`` to (or return) a value torch.cond cannot output?"""
 

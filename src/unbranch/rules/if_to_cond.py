@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ..analysis.classify import SHAPE
 from ..analysis.effects import block_effects
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surroundings
@@ -36,6 +37,7 @@ from ._util import (
     branch_def,
     call_statement,
     explicit_super,
+    holds_unconverted,
     in_order,
     keyword,
     lost_effect,
@@ -126,6 +128,11 @@ class IfToCond(Pass):
     def leave_If(self, original: cst.If, updated: cst.If):
         ctx = self.ctx
         if not ctx.is_candidate(original):
+            return updated
+        if ctx.condition_kind(original) == SHAPE and holds_unconverted(updated, ctx.runtime):
+            # a cond would trace both sides, and the side the export's example does not take holds
+            # code left as Python: specialise on the size as the plain if does (never worse)
+            ctx.note(original, "left", "a size condition over code left as Python specialises as a plain if")
             return updated
         body, orelse = list(original.body.body), orelse_body(original)
         try:
