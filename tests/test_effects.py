@@ -6,12 +6,15 @@ eagerly) and the exported program. Outputs *and* the inputs after the call (what
 code changed in place) must agree.
 """
 
+import libcst as cst
 import pytest
 import torch
 from helpers import all_dynamic, assert_same, count_conds
+from torch.export import Dim
 from torch.utils import _pytree as pytree
 
 import unbranch
+from unbranch.analysis.effects import block_effects
 from unbranch.errors import UnbranchError
 
 MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
@@ -330,3 +333,32 @@ def test_walrus_in_a_lazy_operand_under_export(strict):
     assert_same(ep.module()(small), WalrusScale()(small))
     with pytest.raises(RuntimeError, match="ValueError: too large"):  # the check is kept in the graph
         ep.module()(torch.full((5, 3), 5.0))
+
+
+class LoopInBranchChangesInPlace(torch.nn.Module):
+    def forward(self, x, y):
+        if (y * torch.tanh(y)).sum() > 0:
+            for _ in range(3):
+                for _ in range(x.shape[0]):  # a scan whose carry y is only changed in place
+                    if x.size(0) < 4:
+                        break
+                    y -= y.relu()
+                y += y  # must reach the same object the cond writes back
+        return y
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_carry_a_converted_loop_keeps_is_still_the_same_object_for_the_enclosing_cond(strict):
+    # found by the jumps fuzzer: the if rule read `y = _ub.for_range(..., kept=...)` as a rebinding
+    example = (torch.rand(4, 3), torch.rand(4, 3))
+    dynamic = ({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})
+    with unbranch.torch_export_rewrite(rewrite=[LoopInBranchChangesInPlace.forward]):
+        ep = torch.export.export(LoopInBranchChangesInPlace(), example, dynamic_shapes=dynamic, strict=strict)
+    for n in (2, 3, 4, 6):
+        for sign in (1, -1):
+            x, y = torch.rand(n, 3), sign * (torch.rand(n, 3) + 0.1)
+            assert_same(ep.module()(x.clone(), y.clone()), LoopInBranchChangesInPlace()(x.clone(), y.clone()))
+    assert (
+        block_effects(cst.parse_module("y = _ub.if_stmt(p, a, b, (y,), mutated=(0,), kept=((0, 0),))\n").body).rebound
+        == frozenset()
+    )

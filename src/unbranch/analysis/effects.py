@@ -132,9 +132,16 @@ class _Sites(cst.CSTVisitor):
             self.rebound.add(name)
 
     def visit_Assign(self, node):
+        kept = _kept_by_runtime(node)
         for t in node.targets:
             self._store(t.target, node, "an assignment to an attribute")
-            self._alias(t.target, node.value)
+            if kept:
+                elements = [el.value for el in t.target.elements] if isinstance(t.target, cst.Tuple) else [t.target]
+                for i, el in enumerate(elements):
+                    if i not in kept:
+                        self._alias(el, node.value)
+            else:
+                self._alias(t.target, node.value)
 
     def visit_AnnAssign(self, node):
         if node.value is not None:
@@ -214,6 +221,36 @@ class _Sites(cst.CSTVisitor):
         if _through_attribute(expr):
             self.state.append((node, what))
         self.mutated |= alias_roots(expr)
+
+
+_KEEPING = frozenset({"if_stmt", "for_range", "for_each", "while_stmt"})  # runtime ops taking ``kept=``
+
+
+def _kept_by_runtime(node: cst.Assign) -> set[int]:
+    """Output positions an earlier pass's ``_ub.if_stmt/for_range/... (kept=...)`` gives back as the same objects.
+
+    Such an assignment does not rebind those names: the runtime returns the very tensors that
+    were only changed in place (``if_stmt``'s ``kept`` holds (output, operand) pairs, the loops' the
+    carried positions).
+    """
+    call = node.value
+    if not (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and isinstance(call.func.value, cst.Name)
+        and call.func.value.value.startswith("_ub")
+        and call.func.attr.value in _KEEPING
+    ):
+        return set()
+    kept = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "kept"), None)
+    if not isinstance(kept, cst.Tuple):
+        return set()
+    positions = set()
+    for el in kept.elements:
+        entry = el.value.elements[0].value if isinstance(el.value, cst.Tuple) else el.value
+        if isinstance(entry, cst.Integer):
+            positions.add(int(entry.value))
+    return positions
 
 
 def _callee_text(func) -> str | None:
