@@ -34,3 +34,8 @@ def check_export(model, example, inputs, strict, conds=None, rewrite=None, rtol=
     for args in inputs:
         assert_same(ep.module()(*args), model(*args), rtol=rtol, atol=atol)
     return ep
+
+
+# models whose flipped weights overflow one clamp of a layer: the clamps after cross-attention and
+# the feed-forward only ever see the side eager runs take (each clamp has its own line in a report)
+ONE_CLAMP_FLIPPED = {"LongT5Model"}

@@ -2,6 +2,7 @@
 
 import inspect
 
+import libcst as cst
 import pytest
 import torch
 from helpers import count_conds, export_rewritten
@@ -214,4 +215,14 @@ def test_the_error_names_the_line_of_the_if_it_is_about_when_two_headers_are_the
         unbranch.transform_method(twice, strict=True)
     assert info.value.line == first + 3  # the second header, not the first identical one
     rm = unbranch.transform_method(twice)  # default: stays Python, noted at its own line
+    assert [(n.kind, n.line) for n in rm.notes] == [("cond", first + 1), ("left", first + 3)]
+
+
+def test_lines_survive_a_pre_rewriter_that_rebuilds_every_node():
+    first = Twice.forward.__code__.co_firstlineno
+
+    def rebuild(fn):  # a user's transformer rebuilds each node it passes through
+        return fn.visit(cst.CSTTransformer())
+
+    rm = unbranch.transform_method(Twice.forward, pre_rewriter=rebuild)
     assert [(n.kind, n.line) for n in rm.notes] == [("cond", first + 1), ("left", first + 3)]

@@ -14,6 +14,7 @@ only when something (a traceback, an error) asks for it.
 from __future__ import annotations
 
 import ast
+import difflib
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -52,6 +53,26 @@ class Origins:
         for node in new.nodes if isinstance(new, cst.FlattenSentinel) else (new,):
             if isinstance(node, cst.CSTNode) and self.line(node) is None:
                 self._line[id(node)] = (node, line, twin if type(node) is type(old) else None)
+
+    def adopt(self, fn: cst.FunctionDef, text: str, original_text: str) -> None:
+        """Origins for ``fn``, whose text is ``text``, a tree a user hook built from the original.
+
+        A hook's transformer rebuilds the nodes it passes through, so they lose their origins:
+        ``fn`` is paired with the parser's tree of its own text, whose lines are matched back to
+        the original text line for line (a line the hook wrote takes the one before it).
+        """
+        fresh = Origins.parse(fn, ast.parse(text).body[0])
+        old = [ln.strip() for ln in original_text.splitlines()]
+        new = [ln.strip() for ln in text.splitlines()]
+        matched: dict[int, int] = {}
+        for a, b, size in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
+            matched.update({b + k + 1: a + k + 1 for k in range(size)})
+        back, last = {}, 1
+        for line in range(1, len(new) + 1):
+            last = back[line] = matched.get(line, last)
+        for key, (node, line, twin) in fresh._line.items():
+            if self.line(node) is None:
+                self._line[key] = (node, back.get(line, line), twin)
 
     def cloned(self, node: cst.CSTNode) -> cst.CSTNode:
         """``node.deep_clone()`` whose statements keep the origins of the statements they copy."""

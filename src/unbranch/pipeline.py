@@ -125,6 +125,8 @@ def compile_source(info: SourceInfo, options: Options, global_names=(), mutating
     new = fn
     if options.pre_rewriter is not None:
         new = _hook(options.pre_rewriter, new, info, "pre_rewriter")
+        if origins.line(new) is None:  # the hook rebuilt the tree: its statements need their lines again
+            origins.adopt(new, module.with_changes(body=[new, *module.body[1:]]).code, info.text)
     for step in PASSES:
         if hooked or wanted & step.HANDLES:
             new = step.apply(new, ctx)

@@ -70,6 +70,11 @@ class Result:
         return bool(self.sides) and all(len(s) == 2 for s in self.sides.values())
 
     @property
+    def flipped(self) -> bool:
+        """Did the inputs take both sides of at least one dispatched if (the one the flip targets)?"""
+        return any(len(s) == 2 for s in self.sides.values())
+
+    @property
     def tolerance(self) -> float:
         return TOLERANCE.get(getattr(torch, self.dtype, None), 1e-4)
 
