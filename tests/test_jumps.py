@@ -325,3 +325,45 @@ def test_sequential_returns(strict):
     assert count_conds(ep) >= 4
     values = (-3.0, 0.3, 0.45, 1.8, 2.5, 5.0)  # else/else, then/then (twice), x * 2, x * 1
     same_everywhere(m, ep, [(torch.full((4,), v),) for v in values] + [(torch.full((7,), 0.2),)])
+
+
+# found by the jumps fuzzer: the lowered flags ended up tested by ifs left as Python (one-sided
+# rebinding), where the plain program had guarded on sizes; the function keeps its jumps instead
+FLAGS_LEFT_PYTHON = """
+import torch
+
+
+def f(x, y, flag, n, mask):
+    for _i in range(2):
+        if not (x.shape[0] > 3 or (x < 1.0).all()):
+            if (y.mean() < -0.5) and (x.shape[0] > 3):
+                y = (y - 0.25).relu()
+                return (x * torch.tanh(x)) + y
+            if y.shape[0] > 3:
+                x = -torch.tanh(x)
+                continue
+            if x.sum().item() > 0.5 or mask is not None and y.shape[0] > 3:
+                b = (x + 1.0) + y
+                break
+        elif (mask is None) or ((x > 0.5).any()):
+            if (x.shape[0] > 3) and (y.size(0) < 4):
+                y = y.relu()
+                return x
+        y *= torch.tanh(y)
+        if x.size(0) < 4 and (x > -0.5).sum():
+            x *= torch.tanh(-x)
+            if mask is not None:
+                x = x * mask
+        else:
+            pass
+        return y * torch.tanh(x - x)
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_jumps_stay_as_written_when_their_flags_would_be_tested_by_plain_python(strict):
+    from fuzzing import check_export
+
+    assert check_export(FLAGS_LEFT_PYTHON.lstrip("\n"), (False, 1, None), strict=strict) is None
+    text = unbranch.rewrite_source(FLAGS_LEFT_PYTHON.split("\n", 2)[2], is_method=False)
+    assert "_ub.flag" not in text and "continue" in text and "break" in text

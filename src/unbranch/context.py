@@ -71,6 +71,7 @@ class Context:
     origins: Origins = field(default_factory=Origins)
     where: int | None = None  # origin of the statement the running pass is in (for nodes it builds)
     generated: set = field(default_factory=set)  # functions a pass wrote to hold user code (rest of a function)
+    flags_left_python: bool = False  # a construct left as Python tests a name unbranch made (a jump flag)
 
     @functools.cached_property
     def closures(self) -> list:
@@ -87,6 +88,11 @@ class Context:
         if isinstance(node, cst.For):
             return self.classifier.kind(twin.iter if isinstance(twin, ast.For) else node.iter)
         return self.classifier.kind(twin.test if hasattr(twin, "test") else node.test)
+
+    @functools.cached_property
+    def source_names(self) -> set[str]:
+        """Every identifier of the original source: a name outside it is one unbranch made."""
+        return taken_names(self.source.text)
 
     def is_candidate(self, node: cst.If) -> bool:
         """Should this ``if`` be dispatched at run time (not plainly a Python condition)?"""

@@ -23,6 +23,7 @@ import libcst as cst
 
 from .analysis.classify import TENSOR, UNKNOWN
 from .analysis.liveness import analyse_function
+from .analysis.names import expr_reads
 from .origins import Inheriting
 
 
@@ -115,6 +116,8 @@ class Pass(Inheriting):
         ctx.note(original, "left", reason)
         if not isinstance(updated, (cst.If, cst.While, cst.IfExp)):
             return updated
+        if expr_reads(updated.test) - ctx.source_names - {ctx.runtime}:
+            ctx.flags_left_python = True  # a flag JumpFlags made, now tested by plain Python
         why = [cst.SimpleString(repr(reason)), cst.SimpleString(repr(construct))]
         return updated.with_changes(test=ctx.runtime_call("unconverted", updated.test, *why))
 

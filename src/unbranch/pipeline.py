@@ -83,7 +83,9 @@ class Compiled:
 _NOTHING_TO_DO = re.compile(r"\b(if|for|while|assert)\b")
 
 
-def compile_source(info: SourceInfo, options: Options, global_names=(), mutating_helpers=None) -> Compiled:
+def compile_source(
+    info: SourceInfo, options: Options, global_names=(), mutating_helpers=None, skip: tuple = ()
+) -> Compiled:
     hooked = options.pre_rewriter is not None or options.post_rewriter is not None
     if not hooked and not _NOTHING_TO_DO.search(info.text):
         return Compiled(info.text, False, [], "_ub")  # no parse needed for a function without ifs
@@ -128,8 +130,12 @@ def compile_source(info: SourceInfo, options: Options, global_names=(), mutating
         if origins.line(new) is None:  # the hook rebuilt the tree: its statements need their lines again
             origins.adopt(new, module.with_changes(body=[new, *module.body[1:]]).code, info.text)
     for step in PASSES:
-        if hooked or wanted & step.HANDLES:
+        if step not in skip and (hooked or wanted & step.HANDLES):
             new = step.apply(new, ctx)
+    if ctx.flags_left_python and JumpFlags not in skip:
+        # jumps lowered to flags that an if left as Python then tests: under export that if would
+        # meet a flag tensor where the plain loop guarded on sizes; keep the jumps as written
+        return compile_source(info, options, global_names, mutating_helpers, skip=(JumpFlags,))
     if options.post_rewriter is not None:
         new = _hook(options.post_rewriter, new, info, "post_rewriter")
     if not ctx.notes and new.deep_equals(fn):  # normalising may change code without a note
