@@ -52,13 +52,11 @@ def guard_assignment(target: str, guard: str):
 
 
 def replace_loop_iterable(name: str, iterable: str):
-    """``for x in name:`` -> ``for x in <iterable>:`` (e.g. every expert instead of the hit ones)."""
+    """``for x in name:`` -> ``for x in <iterable>:`` (e.g. every expert instead of the hit ones).
 
-    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
-        return fn.visit(_ReplaceValue(name, lambda _: cst.parse_expression(iterable)))
-
-    hook.__qualname__ = f"replace_loop_iterable({name!r}, {iterable!r})"
-    return hook
+    Through the assignment of ``name`` (``replace_value``), which the loop then reads.
+    """
+    return replace_value(name, iterable)
 
 
 class _DropIf(cst.CSTTransformer):
