@@ -6,6 +6,8 @@ batch/sequence size, and on inputs or weights that take the other side of every 
 tensor ``if`` (checked by observing the rewritten code run eagerly).
 """
 
+import copy
+
 import pytest
 import torch
 from helpers import ONE_CLAMP_FLIPPED
@@ -149,3 +151,27 @@ def test_expert_loop_over_hit_experts_exports_with_its_catalogue_hook(name, expe
     for case in (inputs(9, list(range(n))), inputs(7, [0, 1]), inputs(3, [n - 2, n - 1])):  # some experts idle
         with torch.no_grad():
             torch.testing.assert_close(ep.module()(*case), layer(*case))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["NllbMoeModel", "SwitchTransformersModel"])
+@pytest.mark.parametrize("strict", [False, True])
+def test_float16_router_exports_before_any_eager_call(name, strict):
+    # the router casts its classifier to float32 by re-assigning it inside forward, which export cannot trace
+    from unbranch.hf import factory
+
+    cls = factory.model_class(name)
+    torch.manual_seed(0)
+    model = cls(factory.tiny_config(cls.config_class)).eval().to(torch.float16)
+    routers = [m for m in model.modules() if type(m).__name__.endswith("Router")]
+    example, shapes = factory.make_inputs(model)
+    with pytest.raises(Exception, match="swap|Parameter|data-dependent"):  # NllbMoe: its clamp first
+        torch.export.export(model, (), kwargs=example, dynamic_shapes=shapes, strict=strict)
+    with unbranch.torch_export_rewrite(model):
+        ep = torch.export.export(model, (), kwargs=example, dynamic_shapes=shapes, strict=strict)
+    assert routers and {r.classifier.weight.dtype for r in routers} == {torch.float16}  # the model is as it was
+    other, _ = factory.make_inputs(model, batch=3, seq=5)
+    eager = copy.deepcopy(model)  # its first call casts the classifiers' weights, which the program shares
+    for case in (example, other):
+        with torch.no_grad():
+            torch.testing.assert_close(ep.module()(**case), eager(**case))

@@ -5,5 +5,5 @@ def _cast_classifier(self):
     instance of the `Linear8bitLt` class by checking special attributes.
     """
     if not (hasattr(self.classifier, "SCB") or hasattr(self.classifier, "CB")):
-        if self.classifier.weight.dtype != self.dtype:
+        if self.classifier.weight.dtype != self.dtype and not torch.compiler.is_compiling():
             self.classifier = self.classifier.to(self.dtype)

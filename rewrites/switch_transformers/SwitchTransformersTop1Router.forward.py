@@ -25,9 +25,9 @@ def forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     if self.training and self.jitter_noise > 0:
         # Multiply the token inputs by the uniform distribution - adding some noise
         hidden_states *= torch.empty_like(hidden_states).uniform_(1.0 - self.jitter_noise, 1.0 + self.jitter_noise)
-    if self.classifier.weight.dtype != self.dtype:
+    if self.classifier.weight.dtype != self.dtype and not torch.compiler.is_compiling():
         self.classifier = self.classifier.to(self.dtype)
-    router_logits = self.classifier(hidden_states)
+    router_logits = (self.classifier(hidden_states) if self.classifier.weight.dtype == self.dtype else torch.nn.functional.linear(hidden_states, self.classifier.weight.to(self.dtype), None if self.classifier.bias is None else self.classifier.bias.to(self.dtype)))
 
     # Apply Softmax and cast back to the original `dtype`
     router_probs = nn.functional.softmax(router_logits, dim=-1, dtype=self.dtype).to(self.input_dtype)

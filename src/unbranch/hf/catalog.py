@@ -15,6 +15,7 @@ from .. import discovery
 from . import hooks
 
 _M = "transformers.models."
+_ROUTER_CAST = hooks.cast_linear_in_graph("self.classifier", "self.dtype")
 CATALOGUE: dict[str, dict[str, dict]] = {
     _M + "bart.modeling_bart": {"BartEncoderLayer.forward": {}},
     _M + "plbart.modeling_plbart": {"PLBartEncoderLayer.forward": {}},
@@ -42,16 +43,14 @@ CATALOGUE: dict[str, dict[str, dict]] = {
         "NllbMoeExperts.forward": {
             "pre_rewriter": hooks.replace_loop_iterable("expert_hit", "[[e] for e in range(self.num_experts)]")
         },
-        # re-assigning a submodule inside forward cannot be traced, even when `.to` changes nothing
-        "NllbMoeTop2Router._cast_classifier": {
-            "pre_rewriter": hooks.only_if("self.classifier", "self.classifier.weight.dtype != self.dtype")
-        },
+        # re-assigning a submodule inside forward cannot be traced: the classifier's float32 cast
+        # is made eagerly, and in the graph under export (its weights cast where they are read)
+        "NllbMoeTop2Router._cast_classifier": {"pre_rewriter": _ROUTER_CAST},
+        "NllbMoeTop2Router.forward": {"pre_rewriter": _ROUTER_CAST},
     },
     _M + "switch_transformers.modeling_switch_transformers": {
-        # NllbMoe's classifier cast, in the router's forward: skipped once the classifier has the router's dtype
-        "SwitchTransformersTop1Router.forward": {
-            "pre_rewriter": hooks.only_if("self.classifier", "self.classifier.weight.dtype != self.dtype")
-        },
+        # NllbMoe's classifier cast, in the router's forward
+        "SwitchTransformersTop1Router.forward": {"pre_rewriter": _ROUTER_CAST},
         # and NllbMoe's loop over the experts hit
         "SwitchTransformersExperts.forward": {
             "pre_rewriter": hooks.replace_loop_iterable("expert_hit", "[[e] for e in range(self.num_experts)]")

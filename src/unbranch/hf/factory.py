@@ -83,8 +83,8 @@ SIZES = {
         ],
         LAYERS,
     ),
-    **dict.fromkeys(["num_experts", "num_local_experts", "n_routed_experts"], 4),
-    **dict.fromkeys(["num_experts_per_tok", "num_experts_per_token", "moe_topk"], 2),
+    **dict.fromkeys(["num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"], 4),
+    **dict.fromkeys(["num_experts_per_tok", "num_experts_per_token", "moe_topk", "moe_k"], 2),
     **dict.fromkeys(
         ["n_shared_experts", "num_shared_experts", "n_group", "num_expert_group", "topk_group"]
         + ["first_k_dense_replace"],
@@ -110,6 +110,11 @@ AT_MOST = {
     "rotary_dim": 8,
     "num_groups": 4,
     "num_frames": 4,
+    # every n-th layer is sparse (MoE): n within the tiny depth, so that one is
+    "encoder_sparse_step": LAYERS,
+    "decoder_sparse_step": LAYERS,
+    "num_sparse_encoder_layers": 1,  # SwitchTransformers' step is the layers over these
+    "num_sparse_decoder_layers": 1,
 }
 LIST_SIZES = {  # per-stage lists of CNN/hierarchical backbones: keep the length, shrink the values
     "hidden_sizes": lambda n: [16 * 2**i for i in range(n)],

@@ -126,3 +126,35 @@ def only_if(target: str, guard: str):
 
     hook.__qualname__ = f"only_if({target!r}, {guard!r})"
     return hook
+
+
+class _LinearCall(cst.CSTTransformer):
+    def __init__(self, module: str, dtype: str):
+        self.module, self.dtype = module, dtype
+
+    def leave_Call(self, original, updated):
+        if len(updated.args) != 1 or cst.Module([]).code_for_node(updated.func) != self.module:
+            return updated
+        x = cst.Module([]).code_for_node(updated.args[0].value)
+        m, dt = self.module, self.dtype
+        cast = f"torch.nn.functional.linear({x}, {m}.weight.to({dt}), None if {m}.bias is None else {m}.bias.to({dt}))"
+        return cst.parse_expression(f"({m}({x}) if {m}.weight.dtype == {dt} else {cast})")
+
+
+def cast_linear_in_graph(module: str, dtype: str):
+    """``module = module.to(dtype)`` then ``module(x)`` -> the cast made eagerly, read in the graph under export.
+
+    A router that casts its classifier to float32 inside ``forward`` (NllbMoe, SwitchTransformers)
+    re-assigns a submodule, which export cannot trace: a float16 model exported before any eager
+    call failed (``Couldn't swap Linear.weight``). Eagerly the cast happens as written; under export
+    the weights are cast in the graph instead (the same values), and the module is left as it is.
+    The two halves may live in different methods, so the hook rewrites whichever it finds.
+    """
+    guard = f"{module}.weight.dtype != {dtype} and not torch.compiler.is_compiling()"
+    assign, call = only_if(module, guard), _LinearCall(module, dtype)
+
+    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
+        return assign(fn).visit(call)
+
+    hook.__qualname__ = f"cast_linear_in_graph({module!r}, {dtype!r})"
+    return hook
