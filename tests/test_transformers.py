@@ -175,3 +175,32 @@ def test_float16_router_exports_before_any_eager_call(name, strict):
     for case in (example, other):
         with torch.no_grad():
             torch.testing.assert_close(ep.module()(**case), eager(**case))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name, strict", [("Qwen3VLVisionModel", False), ("Qwen3VLVisionModel", True), ("Glm4vVisionModel", False)]
+)
+def test_attention_split_per_image_exports_as_one_masked_attention(name, strict):
+    # eagerly the attention splits the patches per image at lengths read from grid_thw (data)
+    from unbranch.hf import factory
+
+    model, example, _ = factory.tiny_model(name)
+    width = example["hidden_states"].shape[1]
+
+    def images(grids):  # patches of len(grids) images of (t, h, w) patches each
+        g = torch.tensor(grids)
+        n = int(g.prod(-1).sum())
+        return {"hidden_states": torch.randn(n, width, generator=torch.Generator().manual_seed(n)), "grid_thw": g}
+
+    shapes = {"hidden_states": {0: torch.export.Dim.DYNAMIC}, "grid_thw": None}  # the image count is static
+    example = images([[1, 4, 4], [1, 2, 4]])
+    with pytest.raises(Exception, match="data-dependent"):
+        torch.export.export(model, (), kwargs=example, dynamic_shapes=shapes, strict=strict)
+    with unbranch.torch_export_rewrite(model):
+        ep = torch.export.export(model, (), kwargs=example, dynamic_shapes=shapes, strict=strict)
+    for grids in ([[1, 4, 4], [1, 2, 4]], [[1, 2, 2], [1, 4, 4]], [[1, 4, 2], [1, 2, 4]]):
+        with torch.no_grad():
+            got, want = ep.module()(**images(grids)), model(**images(grids))
+        torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state)
+        torch.testing.assert_close(got.pooler_output, want.pooler_output)

@@ -88,6 +88,45 @@ CATALOGUE: dict[str, dict[str, dict]] = {
 }
 
 
+# attention split per image at data-dependent lengths (`torch.split(t, lengths.tolist())`): one
+# block-diagonally masked attention under export. Every module whose vision (or audio) attention has
+# the per-chunk list form; the loop-and-append form (Cosmos3Edge, Radio...) is another shape of code.
+BLOCK_DIAGONAL = [
+    ("cohere_compass", "CohereCompassVisionAttention"),
+    ("dots3_note", "Dots3NoteVisionAttention"),
+    ("ernie4_5_vl_moe", "Ernie4_5_VLMoeVisionAttention"),
+    ("exaone4_5", "Exaone4_5_VisionAttention"),
+    ("glm4v", "Glm4vVisionAttention"),
+    ("glm4v_moe", "Glm4vMoeVisionAttention"),
+    ("glm5_next", "Glm5NextVisionAttention"),
+    ("glm_image", "GlmImageVisionAttention"),
+    ("glm_ocr", "GlmOcrVisionAttention"),
+    ("hunyuan_vl", "HunYuanVLVisionAttention"),
+    ("kimi_k25", "Kimi_K25VisionAttention"),
+    ("minicpm_ocr", "MiniCPMOcrVisionAttention"),
+    ("minicpmv4_6", "MiniCPMV4_6VisionAttention"),
+    ("minicpmv4_7", "MiniCPMV4_7VisionAttention"),
+    ("muse_glimmer", "MuseGlimmerVisionAttention"),
+    ("muse_spark", "MuseSparkVisionAttention"),
+    ("qwen2_5_omni", "Qwen2_5OmniAudioAttention"),
+    ("qwen2_5_omni", "Qwen2_5OmniVisionAttention"),
+    ("qwen2_5_vl", "Qwen2_5_VLVisionAttention"),
+    ("qwen2_vl", "VisionAttention"),
+    ("qwen3_5", "Qwen3_5VisionAttention"),
+    ("qwen3_5_moe", "Qwen3_5MoeVisionAttention"),
+    ("qwen3_asr", "Qwen3ASRAudioAttention"),
+    ("qwen3_omni_moe", "Qwen3OmniMoeAudioAttention"),
+    ("qwen3_omni_moe", "Qwen3OmniMoeVisionAttention"),
+    ("qwen3_vl", "Qwen3VLVisionAttention"),
+    ("qwen3_vl_moe", "Qwen3VLMoeVisionAttention"),
+    ("qwen4_exp", "Qwen4ExpVisionAttention"),
+]
+for _family, _attention in BLOCK_DIAGONAL:
+    CATALOGUE.setdefault(f"{_M}{_family}.modeling_{_family}", {})[f"{_attention}.forward"] = {
+        "pre_rewriter": hooks.block_diagonal_attention
+    }
+
+
 def register(module: str, qualname: str, **hooks) -> None:
     """Add (or replace) the rewrite of ``module:qualname``, with optional hooks."""
     CATALOGUE.setdefault(module, {})[qualname] = hooks

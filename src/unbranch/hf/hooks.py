@@ -158,3 +158,80 @@ def cast_linear_in_graph(module: str, dtype: str):
 
     hook.__qualname__ = f"cast_linear_in_graph({module!r}, {dtype!r})"
     return hook
+
+
+_SEGMENTS_COMMENT = "# under export: one attention over all the chunks, masked to each chunk's own positions"
+_SEGMENTS = """\
+segment = torch.searchsorted(cu_seqlens[1:].contiguous(), torch.arange({q}.shape[2], device={q}.device), right=True)
+same = (segment[:, None] == segment[None, :])[None, None]
+mask = torch.zeros(same.shape, dtype={q}.dtype, device={q}.device).masked_fill(~same, torch.finfo({q}.dtype).min)
+{out} = {call}[0]
+"""
+
+
+class _BlockDiagonal(cst.CSTTransformer):
+    """Finds ``splits = [torch.split(t, lengths.tolist(), dim=2) for t in (q, k, v)]``, the per-chunk
+    ``attn_outputs = [attention_interface(self, q, k, v, ...)[0] for q, k, v in zip(*splits)]`` and the
+    ``out = torch.cat(attn_outputs, dim=1)`` ending it, in one block."""
+
+    def leave_IndentedBlock(self, original, updated):
+        code = [_code(s.with_changes(leading_lines=[])).strip() for s in updated.body]
+        try:
+            first = next(i for i, c in enumerate(code) if c.startswith("lengths = cu_seqlens[1:] - cu_seqlens[:-1]"))
+            last = next(i for i, c in enumerate(code) if i > first and "torch.cat(attn_outputs, dim=1)" in c)
+        except StopIteration:
+            return updated
+        splits = next((s.body[0].value for s in updated.body[first:last] if _assigns(s, "splits")), None)
+        outputs = next((s.body[0].value for s in updated.body[first:last] if _assigns(s, "attn_outputs")), None)
+        if not isinstance(splits, cst.ListComp) or not isinstance(outputs, cst.ListComp):
+            return updated
+        call = outputs.elt.value if isinstance(outputs.elt, cst.Subscript) else None
+        chunks, tensors = outputs.for_in.target, splits.for_in.iter
+        if not isinstance(call, cst.Call) or not isinstance(chunks, cst.Tuple) or not isinstance(tensors, cst.Tuple):
+            return updated
+        # the per-chunk names (q, k, v) stand for the whole tensors they were split from
+        whole = {_code(c.value): t.value for c, t in zip(chunks.elements, tensors.elements)}
+
+        def unsplit(arg: cst.Arg) -> cst.Arg:
+            if arg.keyword and arg.keyword.value == "attention_mask":
+                return arg.with_changes(value=cst.Name("mask"))
+            return arg.with_changes(value=whole.get(_code(arg.value), arg.value))
+
+        whole_call = _code(call.with_changes(args=[unsplit(a) for a in call.args]))
+        out = _code(updated.body[last].body[0].targets[0].target)
+        q = _code(tensors.elements[0].value)
+        new = list(cst.parse_module(_SEGMENTS.format(q=q, out=out, call=whole_call)).body)
+        new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(_SEGMENTS_COMMENT))])
+        kept = [updated.body[first].with_changes(leading_lines=[]), *updated.body[first + 1 : last + 1]]
+        branch = cst.If(
+            cst.parse_expression("torch.compiler.is_compiling()"),
+            cst.IndentedBlock(new),
+            orelse=cst.Else(cst.IndentedBlock(kept)),
+            leading_lines=updated.body[first].leading_lines,
+        )
+        return updated.with_changes(body=[*updated.body[:first], branch, *updated.body[last + 1 :]])
+
+
+def _code(node) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _assigns(stmt, name: str) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and isinstance(stmt.body[0], cst.Assign)
+        and isinstance(stmt.body[0].targets[0].target, cst.Name)
+        and stmt.body[0].targets[0].target.value == name
+    )
+
+
+def block_diagonal_attention(fn: cst.FunctionDef) -> cst.FunctionDef:
+    """Attention split per chunk by ``torch.split(t, lengths.tolist())`` -> under export, one masked attention.
+
+    Vision encoders (Qwen-VL, GLM-V and their kin) attend within each image: eagerly by splitting
+    the sequence at ``cu_seqlens``, whose values are data, so every chunk has a data-dependent size
+    and export fails. Under export the same attention is one call with a block-diagonal mask built
+    from ``cu_seqlens`` (a masked position weighs exactly 0). Eagerly the code runs as written. The
+    mask holds sequence x sequence values: for thousands of patches, memory to budget for.
+    """
+    return fn.visit(_BlockDiagonal())
