@@ -169,6 +169,12 @@ def test_sweep_limits_each_models_time(tmp_path):
     assert res.outcome == ("other failure", "TimeoutError: no result within 1s")
 
 
+def test_a_name_nothing_resolves_is_a_result_not_a_traceback(tmp_path, capfd):
+    (res,) = sweep.sweep(["NoSuchModel"], str(tmp_path))
+    assert res.outcome == ("not built", "KeyError: 'NoSuchModel'")
+    assert "Traceback" not in capfd.readouterr().err
+
+
 @pytest.mark.slow
 def test_validate_a_local_config_file(tmp_path, capsys):
     config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=3, architectures=["LlamaModel"])
@@ -187,6 +193,7 @@ def test_sweep_command_writes_a_report(tmp_path, capfd):
     assert code == 0 and "fixed 1" in out and "no-harm 1" in out and "def forward" not in out + err
     text = report.read_text()
     assert "| sample_factories:branchy | user | fixed |" in text and "## fixed" in text
+    assert "This run validated 2 of them in " in text  # its wall time, recorded
 
 
 def test_select_architectures_by_their_modeling_source():
@@ -214,12 +221,12 @@ def test_the_compiler_does_not_import_the_transformers_integration():
 
 
 def test_errors_keep_a_cause_announced_on_the_next_line():
-    from unbranch.hf.validate import _error
+    from unbranch.hf.validate import error_line
 
     error = ValueError(
         "Class validation error for validator 'validate_architecture':\n    ValueError: heads must divide"
     )
-    assert _error(error) == (
+    assert error_line(error) == (
         "ValueError: Class validation error for validator 'validate_architecture': ValueError: heads must divide"
     )
-    assert _error(RuntimeError("first\nsecond")) == "RuntimeError: first"
+    assert error_line(RuntimeError("first\nsecond")) == "RuntimeError: first"

@@ -63,10 +63,11 @@ def _sweep(args) -> int:
 
     shard = tuple(int(x) for x in args.shard.split("/")) if args.shard else None
     names = args.models or sweep.targets(args.filter, shard, args.source)
-    dtype, started, results = args.dtype or "float32", time.monotonic(), []
+    dtype, started, results, ran = args.dtype or "float32", time.monotonic(), [], []
     for strict in _modes(args):
 
         def progress(done, todo, res):
+            ran.append(res.model)
             if not args.json:
                 sweep.progress_line(done, todo, res, started)
 
@@ -79,7 +80,11 @@ def _sweep(args) -> int:
         mode = "strict and non-strict" if args.both_modes else "strict" if args.strict else "non-strict"
         title = f"Sweep: {dtype}, {mode} export\n\n    unbranch {' '.join(args.argv)}"
         with open(args.report, "w") as f:
-            f.write(sweep.markdown(results, title, len(names) * len(_modes(args)), verbose=args.verbose))
+            run = (
+                f"This run validated {len(ran)} of them in {(time.monotonic() - started) / 60:.1f} min wall time "
+                f"({args.jobs} at a time); the others were results kept from earlier runs."
+            )
+            f.write(sweep.markdown(results, title, len(names) * len(_modes(args)), verbose=args.verbose, run=run))
     return 0 if not any(r.outcome[0] in ("harm", "not fixed") for r in results) else 1
 
 

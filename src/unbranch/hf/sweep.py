@@ -20,7 +20,7 @@ from dataclasses import fields
 
 import torch
 
-from .validate import OUTCOMES, Result, validate
+from .validate import OUTCOMES, Result, error_line, validate
 from .zoo import MODELS
 
 
@@ -72,7 +72,11 @@ def _save(res: Result, path: str) -> None:
 
 def _child(name: str, dtype: str, strict: bool, path: str) -> None:
     torch.set_num_threads(1)  # --jobs decides the parallelism
-    _save(validate(name, getattr(torch, dtype), strict=strict), path)
+    try:
+        res = validate(name, getattr(torch, dtype), strict=strict)
+    except Exception as e:  # a name the factory cannot resolve...: a result, not a traceback on the console
+        res = Result(name, dtype, strict=strict, built=error_line(e))
+    _save(res, path)
 
 
 def sweep(
@@ -147,8 +151,11 @@ def _cell(text: str, width: int = 140) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def markdown(results: list[Result], title: str, planned: int, verbose: bool = False) -> str:
-    """The sweep's report: counts, the cases that matter with their reasons, then every architecture."""
+def markdown(results: list[Result], title: str, planned: int, verbose: bool = False, run: str = "") -> str:
+    """The sweep's report: counts, the cases that matter with their reasons, then every architecture.
+
+    ``run``: what this run of the sweep did (how many models it validated, in what wall time).
+    """
     c = counts(results)
     seconds = sum(r.seconds for r in results)
     out = [
@@ -156,6 +163,7 @@ def markdown(results: list[Result], title: str, planned: int, verbose: bool = Fa
         "",
         f"torch {torch.__version__}, transformers {_transformers_version()}; {len(results)} of {planned} models "
         f"validated, {seconds / 60:.0f} min of model time (the sum of each model's build, exports and comparisons).",
+        *([run] if run else []),
         "",
         "| " + " | ".join(OUTCOMES) + " |",
         "|" + "---|" * len(OUTCOMES),

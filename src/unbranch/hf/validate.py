@@ -139,7 +139,7 @@ def _as(dtype, inputs):
     return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in inputs.items()}
 
 
-def _error(e: Exception) -> str:
+def error_line(e: Exception) -> str:
     """``Class: first line`` (and the next one when the first only announces it, as validators' errors do)."""
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()] or [""]
     first = " ".join(lines[:2]) if lines[0].endswith(":") and len(lines) > 1 else lines[0]
@@ -262,7 +262,7 @@ def validate(name: str | Subject, dtype=torch.float16, strict: bool = False, onn
             with torch.no_grad():
                 model(**example)  # warm-up: some models finish setting themselves up on the first call
         except Exception as e:
-            res.built = _error(e)
+            res.built = error_line(e)
         if not res.built:
             _exports(res, subj, model, example, shapes, strict, onnx)
     res.log = log.getvalue()
@@ -276,7 +276,7 @@ def _exports(res: Result, subj: Subject, model, example, shapes, strict: bool, o
         plain = _export(model, example, shapes, strict)  # expected to fail: torch logs its partial graph
         res.plain = "ok"
     except Exception as e:
-        res.plain, res.plain_where = _error(e), _where(e)
+        res.plain, res.plain_where = error_line(e), _where(e)
         res.plain_control_flow = bool(CONTROL_FLOW.search(str(e)))
     try:
         with torch_export_rewrite(model) as report:
@@ -284,7 +284,7 @@ def _exports(res: Result, subj: Subject, model, example, shapes, strict: bool, o
         res.rewritten, res.conds = "ok", len(cond_nodes(ep))
         res.methods = [rm.qualname for rm in report]
     except Exception as e:
-        res.rewritten, res.rewritten_where = _error(e), _where(e)
+        res.rewritten, res.rewritten_where = error_line(e), _where(e)
     if ep is not None or plain is not None:
         cases = subj.cases(model, example, shapes, getattr(torch, res.dtype))
         _compare(res, cases, plain, ep, report, (example, shapes, strict) if onnx and ep is not None else None)
@@ -297,7 +297,7 @@ def _run_exported(res: Result, diffs: dict, label: str, ep, eager, kwargs, expec
         diffs[label] = max_diff(exported(**kwargs), expected)
     except Exception as e:  # the program does not run on these inputs (a specialised size...)
         diffs[label] = float("inf")
-        res.run_errors.setdefault(label, _error(e))
+        res.run_errors.setdefault(label, error_line(e))
 
 
 def _compare(res: Result, cases: dict, plain, ep, report, onnx_export) -> None:
@@ -325,7 +325,7 @@ def _compare(res: Result, cases: dict, plain, ep, report, onnx_export) -> None:
                         _run(sessions[id(eager)], kwargs), _tensors(expected), per_tensor=True
                     )
                 except Exception as e:
-                    res.onnx, sessions = _error(e), {}
+                    res.onnx, sessions = error_line(e), {}
             with torch_export_rewrite(eager), observe_branches() as seen:
                 eager(**kwargs)  # the rewritten code, eagerly: which sides do these inputs take?
             for site, sides in seen.items():
@@ -351,7 +351,7 @@ def _onnx_session(res: Result, ep):
             program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"]
         )
     except Exception as e:
-        res.onnx = _error(e)
+        res.onnx = error_line(e)
         return None
     res.onnx, res.onnx_ops = "ok", {}
     res.dropped_checks, assertions = unbranch_onnx.dropped_checks(ep)
