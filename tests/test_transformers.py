@@ -204,3 +204,12 @@ def test_attention_split_per_image_exports_as_one_masked_attention(name, strict)
             got, want = ep.module()(**images(grids)), model(**images(grids))
         torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state)
         torch.testing.assert_close(got.pooler_output, want.pooler_output)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["MimiEncoderModel", "PocketTTSAudioTokenizerEncoderModel"])
+def test_codec_padding_from_conv_sizes_kept_in_buffers(name):
+    # the padding is computed from kernel/stride buffers (data under export); the hook reads the conv's ints
+    res = validate(name, torch.float32)
+    assert res.plain_control_flow and res.rewritten == "ok", (res.plain, res.rewritten)
+    assert {"example", "other shape"} <= set(res.max_diff) and res.ok, res.max_diff  # two waveform lengths

@@ -88,6 +88,30 @@ CATALOGUE: dict[str, dict[str, dict]] = {
 }
 
 
+# audio codecs keep their convolutions' sizes in tensor buffers (kernel, stride, padding), so the
+# padding computed from them is data; the wrapped Conv1d holds the same sizes as Python ints
+_KERNEL = "((self.conv.kernel_size[0] - 1) * self.conv.dilation[0] + 1)"
+_PADDING = f"({_KERNEL} - self.conv.stride[0])"
+_CONV_SIZES_HOOK = hooks.replace_expressions(
+    {
+        "self.kernel_size": _KERNEL,
+        "self.stride": "self.conv.stride[0]",
+        "self.padding_total": _PADDING,
+        "self.padding_right": f"({_PADDING} // 2)",
+        "self.padding_left": f"({_PADDING} - {_PADDING} // 2)",
+        "torch.ceil(n_frames).to(torch.int64)": "math.ceil(n_frames)",
+    }
+)
+for _family, _conv in [
+    ("encodec", "EncodecConv1d"),
+    ("mimi", "MimiConv1d"),
+    ("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizerConv1d"),
+]:
+    for _method in ("_get_extra_padding_for_conv1d", "forward"):
+        CATALOGUE.setdefault(f"{_M}{_family}.modeling_{_family}", {})[f"{_conv}.{_method}"] = {
+            "pre_rewriter": _CONV_SIZES_HOOK
+        }
+
 # attention split per image at data-dependent lengths (`torch.split(t, lengths.tolist())`): one
 # block-diagonally masked attention under export. Every module whose vision (or audio) attention has
 # the per-chunk list form; the loop-and-append form (Cosmos3Edge, Radio...) is another shape of code.

@@ -235,3 +235,24 @@ def block_diagonal_attention(fn: cst.FunctionDef) -> cst.FunctionDef:
     mask holds sequence x sequence values: for thousands of patches, memory to budget for.
     """
     return fn.visit(_BlockDiagonal())
+
+
+class _ReplaceExpressions(cst.CSTTransformer):
+    def __init__(self, mapping: dict[str, str]):
+        self.mapping = mapping
+
+    def on_leave(self, original, updated):
+        if isinstance(updated, cst.BaseExpression) and (new := self.mapping.get(_code(original))) is not None:
+            return cst.parse_expression(new)
+        return updated
+
+
+def replace_expressions(mapping: dict[str, str]):
+    """Every expression written as a key of ``mapping`` -> its value (e.g. a size kept in a tensor buffer,
+    read as the Python int it was made from, so that export sees a size and not data)."""
+
+    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
+        return fn.visit(_ReplaceExpressions(mapping))
+
+    hook.__qualname__ = f"replace_expressions({mapping!r})"
+    return hook
