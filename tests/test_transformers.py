@@ -207,7 +207,7 @@ def test_attention_split_per_image_exports_as_one_masked_attention(name, strict)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["MimiEncoderModel", "PocketTTSAudioTokenizerEncoderModel"])
+@pytest.mark.parametrize("name", ["MimiEncoderModel", "PocketTTSAudioTokenizerEncoderModel", "EncodecModel"])
 def test_codec_padding_from_conv_sizes_kept_in_buffers(name):
     # the padding is computed from kernel/stride buffers (data under export); the hook reads the conv's ints
     res = validate(name, torch.float32)

@@ -111,6 +111,15 @@ for _family, _conv in [
         CATALOGUE.setdefault(f"{_M}{_family}.modeling_{_family}", {})[f"{_conv}.{_method}"] = {
             "pre_rewriter": _CONV_SIZES_HOOK
         }
+# and Encodec's chunk loop: under export, one chunk (the whole waveform) when the config has no
+# chunk length, as `range(0, n, n)` gives, without making export specialise the length n
+_ONE_CHUNK = "self.config.chunk_length is not None or not torch.compiler.is_compiling()"
+CATALOGUE[_M + "encodec.modeling_encodec"]["EncodecModel.encode"] = {
+    "pre_rewriter": hooks.replace_expressions(
+        {"range(0, input_length, stride)": f"(range(0, input_length, stride) if {_ONE_CHUNK} else [0])"}
+    )
+}
+
 
 # attention split per image at data-dependent lengths (`torch.split(t, lengths.tolist())`): one
 # block-diagonally masked attention under export. Every module whose vision (or audio) attention has
