@@ -47,3 +47,11 @@ def test_validate_onnx_column(capfd):
     out, err = capfd.readouterr()
     assert "onnxruntime" in out.splitlines()[0] and "1 If, max diff" in out
     assert len((out + err).splitlines()) <= 5  # the conversion's output is captured too
+
+
+def test_python_dash_m_runs_the_command_line():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "unbranch", "rewrite", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: unbranch rewrite")
