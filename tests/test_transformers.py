@@ -207,9 +207,16 @@ def test_attention_split_per_image_exports_as_one_masked_attention(name, strict)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["MimiEncoderModel", "PocketTTSAudioTokenizerEncoderModel", "EncodecModel"])
-def test_codec_padding_from_conv_sizes_kept_in_buffers(name):
-    # the padding is computed from kernel/stride buffers (data under export); the hook reads the conv's ints
+@pytest.mark.parametrize(
+    "name",
+    [
+        "MimiEncoderModel",  # conv padding computed from kernel/stride buffers: the hook reads the conv's ints
+        "PocketTTSAudioTokenizerEncoderModel",
+        "EncodecModel",  # and its `range(0, n, n)` chunk loop
+        "FastSpeech2ConformerModel",  # position encodings cached up to a length, the output length being data
+    ],
+)
+def test_sizes_kept_as_data_export_with_catalogue_hooks(name):
     res = validate(name, torch.float32)
     assert res.plain_control_flow and res.rewritten == "ok", (res.plain, res.rewritten)
     assert {"example", "other shape"} <= set(res.max_diff) and res.ok, res.max_diff  # two waveform lengths

@@ -121,6 +121,16 @@ CATALOGUE[_M + "encodec.modeling_encodec"]["EncodecModel.encode"] = {
 }
 
 
+# relative position encodings cached up to 5,000 positions: whether the cache is long enough is
+# a test on the output length, which is data (the predicted durations); under export they are
+# computed for the length needed, the values the cache holds
+_M_FS2 = _M + "fastspeech2_conformer.modeling_fastspeech2_conformer"
+CATALOGUE.setdefault(_M_FS2, {})["FastSpeech2ConformerRelPositionalEncoding.extend_pos_enc"] = {
+    "pre_rewriter": hooks.replace_expressions(
+        {"pos_enc is not None": "pos_enc is not None and not torch.compiler.is_compiling()"}
+    )
+}
+
 # attention split per image at data-dependent lengths (`torch.split(t, lengths.tolist())`): one
 # block-diagonally masked attention under export. Every module whose vision (or audio) attention has
 # the per-chunk list form; the loop-and-append form (Cosmos3Edge, Radio...) is another shape of code.

@@ -143,6 +143,9 @@ OVERRIDES: dict[str, dict] = {
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
     "deepseek_ocr2_text": {"mlp_layer_types": ["dense", "sparse"]},
 }
+# model types whose code loops over the batch rows in Python, each row giving a data-dependent length
+# (FastSpeech2's length regulator): the loop fixes the batch size, which is then static in the example
+STATIC_BATCH = {"fastspeech2_conformer"}
 DERIVED = ("out_features", "out_indices", "stage_names")  # backbone outputs named after the full depth
 NO_DOWNLOAD = {"use_pretrained_backbone": False, "use_timm_backbone": False}
 
@@ -477,6 +480,8 @@ def make_inputs(model, batch: int = 2, seq: int = 7, variant: int = 0) -> tuple[
             x = kw[features]
             frames = x.shape[1] if x.shape[1] != _find(config, "num_mel_bins") else x.shape[2]
             kw[name], ds[name] = torch.ones(x.shape[0], frames, dtype=torch.long), {0: dyn}
+    if config.model_type in STATIC_BATCH:
+        ds = {k: {d: v for d, v in dims.items() if d != 0} if dims else dims for k, dims in ds.items()}
     return kw, ds
 
 
