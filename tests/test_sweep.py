@@ -35,6 +35,8 @@ def test_unnamed_sizes_equal_to_a_shrunk_width_shrink_with_it():
     factory._consistent(d, seen)
     assert d["vision_config"]["adapter_in_dim"] == d["vision_config"]["hidden_size"] == factory.WIDTH
     assert d["vision_config"]["adapter_out_dim"] == d["text_config"]["hidden_size"]
+    mimi = factory.tiny_config(transformers.MimiConfig)  # a depthwise upsampling: one group per channel
+    assert mimi.upsample_groups == mimi.hidden_size == factory.WIDTH
 
 
 def test_per_layer_lists_keep_every_kind_of_layer():

@@ -220,7 +220,7 @@ MATCHED = {
     **{k: 1 for k, v in SIZES.items() if v == FFN},
 }
 MATCHED_FROM = 64  # smaller values (2, 4, 16...) are too common to say they are the same size
-_SIZE_NAME = re.compile(r"size|dim|channel|features|width", re.IGNORECASE)
+_SIZE_NAME = re.compile(r"size|dim|channel|features|width|groups", re.IGNORECASE)  # groups: depthwise convs
 
 
 def _consistent(d: dict, seen: dict) -> None:
