@@ -16,6 +16,9 @@ from . import hooks
 
 _M = "transformers.models."
 _ROUTER_CAST = hooks.cast_linear_in_graph("self.classifier", "self.dtype")
+# `for e in <experts .nonzero() hit>` has a data-dependent trip count; visiting every expert gives
+# the same sum, an expert without tokens adding nothing
+_EVERY_EXPERT = hooks.replace_loop_iterable("expert_hit", "[[e] for e in range(self.num_experts)]")
 CATALOGUE: dict[str, dict[str, dict]] = {
     _M + "bart.modeling_bart": {"BartEncoderLayer.forward": {}},
     _M + "plbart.modeling_plbart": {"PLBartEncoderLayer.forward": {}},
@@ -38,11 +41,7 @@ CATALOGUE: dict[str, dict[str, dict]] = {
     _M + "nllb_moe.modeling_nllb_moe": {
         "NllbMoeEncoderLayer.forward": {},
         "NllbMoeDecoderLayer.forward": {},
-        # `for expert_idx in expert_hit` (from .nonzero()) has a data-dependent trip count;
-        # visiting every expert gives the same sum, an expert without tokens adding nothing
-        "NllbMoeExperts.forward": {
-            "pre_rewriter": hooks.replace_loop_iterable("expert_hit", "[[e] for e in range(self.num_experts)]")
-        },
+        "NllbMoeExperts.forward": {"pre_rewriter": _EVERY_EXPERT},
         # re-assigning a submodule inside forward cannot be traced: the classifier's float32 cast
         # is made eagerly, and in the graph under export (its weights cast where they are read)
         "NllbMoeTop2Router._cast_classifier": {"pre_rewriter": _ROUTER_CAST},
@@ -52,15 +51,11 @@ CATALOGUE: dict[str, dict[str, dict]] = {
         # NllbMoe's classifier cast, in the router's forward
         "SwitchTransformersTop1Router.forward": {"pre_rewriter": _ROUTER_CAST},
         # and NllbMoe's loop over the experts hit
-        "SwitchTransformersExperts.forward": {
-            "pre_rewriter": hooks.replace_loop_iterable("expert_hit", "[[e] for e in range(self.num_experts)]")
-        },
+        "SwitchTransformersExperts.forward": {"pre_rewriter": _EVERY_EXPERT},
     },
     # the same loop over the experts `.nonzero()` hit, in MoE layers with no batched experts implementation
     _M + "openai_privacy_filter.modeling_openai_privacy_filter": {
-        "OpenAIPrivacyFilterExperts.forward": {
-            "pre_rewriter": hooks.replace_loop_iterable("expert_hit", "[[e] for e in range(self.num_experts)]")
-        },
+        "OpenAIPrivacyFilterExperts.forward": {"pre_rewriter": _EVERY_EXPERT},
     },
     _M + "longcat_flash.modeling_longcat_flash": {
         # every expert (routed and identity ones), its index a Python int; an expert without
@@ -88,6 +83,11 @@ CATALOGUE: dict[str, dict[str, dict]] = {
 }
 
 
+def register(module: str, qualname: str, **hooks) -> None:
+    """Add (or replace) the rewrite of ``module:qualname``, with optional hooks."""
+    CATALOGUE.setdefault(module, {})[qualname] = hooks
+
+
 # audio codecs keep their convolutions' sizes in tensor buffers (kernel, stride, padding), so the
 # padding computed from them is data; the wrapped Conv1d holds the same sizes as Python ints
 _KERNEL = "((self.conv.kernel_size[0] - 1) * self.conv.dilation[0] + 1)"
@@ -108,28 +108,29 @@ for _family, _conv in [
     ("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizerConv1d"),
 ]:
     for _method in ("_get_extra_padding_for_conv1d", "forward"):
-        CATALOGUE.setdefault(f"{_M}{_family}.modeling_{_family}", {})[f"{_conv}.{_method}"] = {
-            "pre_rewriter": _CONV_SIZES_HOOK
-        }
+        register(f"{_M}{_family}.modeling_{_family}", f"{_conv}.{_method}", pre_rewriter=_CONV_SIZES_HOOK)
 # and Encodec's chunk loop: under export, one chunk (the whole waveform) when the config has no
 # chunk length, as `range(0, n, n)` gives, without making export specialise the length n
 _ONE_CHUNK = "self.config.chunk_length is not None or not torch.compiler.is_compiling()"
-CATALOGUE[_M + "encodec.modeling_encodec"]["EncodecModel.encode"] = {
-    "pre_rewriter": hooks.replace_expressions(
+register(
+    _M + "encodec.modeling_encodec",
+    "EncodecModel.encode",
+    pre_rewriter=hooks.replace_expressions(
         {"range(0, input_length, stride)": f"(range(0, input_length, stride) if {_ONE_CHUNK} else [0])"}
-    )
-}
+    ),
+)
 
 
 # relative position encodings cached up to 5,000 positions: whether the cache is long enough is
 # a test on the output length, which is data (the predicted durations); under export they are
 # computed for the length needed, the values the cache holds
-_M_FS2 = _M + "fastspeech2_conformer.modeling_fastspeech2_conformer"
-CATALOGUE.setdefault(_M_FS2, {})["FastSpeech2ConformerRelPositionalEncoding.extend_pos_enc"] = {
-    "pre_rewriter": hooks.replace_expressions(
+register(
+    _M + "fastspeech2_conformer.modeling_fastspeech2_conformer",
+    "FastSpeech2ConformerRelPositionalEncoding.extend_pos_enc",
+    pre_rewriter=hooks.replace_expressions(
         {"pos_enc is not None": "pos_enc is not None and not torch.compiler.is_compiling()"}
-    )
-}
+    ),
+)
 
 # attention split per image at data-dependent lengths (`torch.split(t, lengths.tolist())`): one
 # block-diagonally masked attention under export. Every module whose vision (or audio) attention has
@@ -165,14 +166,7 @@ BLOCK_DIAGONAL = [
     ("qwen4_exp", "Qwen4ExpVisionAttention"),
 ]
 for _family, _attention in BLOCK_DIAGONAL:
-    CATALOGUE.setdefault(f"{_M}{_family}.modeling_{_family}", {})[f"{_attention}.forward"] = {
-        "pre_rewriter": hooks.block_diagonal_attention
-    }
-
-
-def register(module: str, qualname: str, **hooks) -> None:
-    """Add (or replace) the rewrite of ``module:qualname``, with optional hooks."""
-    CATALOGUE.setdefault(module, {})[qualname] = hooks
+    register(f"{_M}{_family}.modeling_{_family}", f"{_attention}.forward", pre_rewriter=hooks.block_diagonal_attention)
 
 
 def resolve(module: str, qualname: str):

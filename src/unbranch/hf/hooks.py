@@ -9,6 +9,10 @@ from __future__ import annotations
 import libcst as cst
 
 
+def _code(node) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
 class _DropNoneFallback(cst.CSTTransformer):
     def leave_If(self, original, updated):
         body = updated.body.body
@@ -64,7 +68,7 @@ class _DropIf(cst.CSTTransformer):
         self.condition = condition
 
     def leave_If(self, original, updated):
-        if updated.orelse is None and cst.Module([]).code_for_node(updated.test) == self.condition:
+        if updated.orelse is None and _code(updated.test) == self.condition:
             return cst.RemovalSentinel.REMOVE
         return updated
 
@@ -112,7 +116,7 @@ class _OnlyIf(cst.CSTTransformer):
     def leave_SimpleStatementLine(self, original, updated):
         stmt = updated.body[0]
         if len(updated.body) == 1 and isinstance(stmt, cst.Assign) and len(stmt.targets) == 1:
-            if cst.Module([]).code_for_node(stmt.targets[0].target) == self.target:
+            if _code(stmt.targets[0].target) == self.target:
                 block = cst.IndentedBlock([updated.with_changes(leading_lines=[])])
                 return cst.If(cst.parse_expression(self.guard), block, leading_lines=updated.leading_lines)
         return updated
@@ -133,9 +137,9 @@ class _LinearCall(cst.CSTTransformer):
         self.module, self.dtype = module, dtype
 
     def leave_Call(self, original, updated):
-        if len(updated.args) != 1 or cst.Module([]).code_for_node(updated.func) != self.module:
+        if len(updated.args) != 1 or _code(updated.func) != self.module:
             return updated
-        x = cst.Module([]).code_for_node(updated.args[0].value)
+        x = _code(updated.args[0].value)
         m, dt = self.module, self.dtype
         cast = f"torch.nn.functional.linear({x}, {m}.weight.to({dt}), None if {m}.bias is None else {m}.bias.to({dt}))"
         return cst.parse_expression(f"({m}({x}) if {m}.weight.dtype == {dt} else {cast})")
@@ -212,10 +216,6 @@ class _BlockDiagonal(cst.CSTTransformer):
         return updated.with_changes(body=[*updated.body[:first], branch, *updated.body[last + 1 :]])
 
 
-def _code(node) -> str:
-    return cst.Module([]).code_for_node(node)
-
-
 def _assigns(stmt, name: str) -> bool:
     return (
         isinstance(stmt, cst.SimpleStatementLine)
@@ -242,7 +242,8 @@ class _ReplaceExpressions(cst.CSTTransformer):
         self.mapping = mapping
 
     def on_leave(self, original, updated):
-        if isinstance(updated, cst.BaseExpression) and (new := self.mapping.get(_code(original))) is not None:
+        # only expressions are rendered to be looked up (not every statement and whitespace node)
+        if isinstance(original, cst.BaseExpression) and (new := self.mapping.get(_code(original))) is not None:
             return cst.parse_expression(new)
         return updated
 
