@@ -1,9 +1,9 @@
 """unbranch: rewrite Python control flow on tensors so that torch.export captures it."""
 
-from .api import rewrite_source, torch_export_rewrite, transform_method
+from .api import export, rewrite_source, torch_export_rewrite, transform_method
 from .errors import UnbranchError
 from .hf.catalog import code_needing_rewriting
-from .report import Report, observe_branches
+from .report import Report, observe_branches, report_of
 from .rewriting import RewrittenMethod
 from .version import VERSION as __version__
 
@@ -12,8 +12,10 @@ __all__ = [
     "RewrittenMethod",
     "UnbranchError",
     "code_needing_rewriting",
+    "export",
     "__version__",
     "observe_branches",
+    "report_of",
     "rewrite_source",
     "torch_export_rewrite",
     "transform_method",

@@ -5,18 +5,32 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import sys
 import warnings
 
 
+class Captured(io.StringIO):
+    """What was printed and logged while quiet; ``replay()`` shows it after all."""
+
+    def replay(self) -> None:
+        text = self.text()
+        if text:
+            sys.stderr.write(text + "\n")
+
+    def text(self) -> str:
+        """The captured text without its blank lines (torch logs empty records around graph dumps)."""
+        return "\n".join(line for line in self.getvalue().splitlines() if line.strip())
+
+
 @contextlib.contextmanager
-def quiet(enabled: bool = True):
-    """Capture stdout, stderr, logging and warnings; yields the buffer holding what was captured.
+def quiet(enabled: bool = True, warnings_too: bool = True):
+    """Capture stdout, stderr, logging and (``warnings_too``) warnings; yields the Captured buffer.
 
     A failing export logs its whole partial graph and a conversion prints progress lines:
     useful when debugging (``-v`` shows them), noise when the failure is the expected one.
     Warnings raised while captured are written to the buffer, not lost.
     """
-    buffer = io.StringIO()
+    buffer = Captured()
     if not enabled:
         yield buffer
         return
@@ -31,15 +45,16 @@ def quiet(enabled: bool = True):
         for lg in loggers:
             lg.handlers = [handler]
         with (
-            warnings.catch_warnings(record=True) as caught,
+            warnings.catch_warnings(record=True) if warnings_too else contextlib.nullcontext() as caught,
             contextlib.redirect_stdout(buffer),
             contextlib.redirect_stderr(buffer),
         ):
-            warnings.simplefilter("always")
+            if warnings_too:
+                warnings.simplefilter("always")
             try:
                 yield buffer
             finally:
-                for w in caught:
+                for w in caught or ():
                     buffer.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
     finally:
         for lg, handlers in saved:

@@ -16,11 +16,34 @@ from .arguments import (
     targets,
 )
 from .errors import UnbranchError
+from .guided import Guide
 from .pipeline import Options, compile_source
-from .report import say
+from .report import Report, remember, say
 from .rewriting import RewrittenMethod
 from .session import session
 from .source import SourceInfo, innermost_function
+
+
+def export(mod, args=(), kwargs=None, *, dynamic_shapes=None, strict: bool = False, **options):
+    """``torch.export.export``, made to get past Python control flow on data; same arguments, same result.
+
+    The plain export runs first; when it works its program is returned as torch made it, and
+    nothing is rewritten. Where it stops at a branch on data, the function torch names (in any
+    module or library) is rewritten, swapped in, and the export tried again, until it works or
+    nothing new can be rewritten: then one UnbranchError lists every place and why, torch's
+    error chained. ``unbranch.report_of(ep)`` (or the error's ``.report``) tells each attempt
+    and what was rewritten. The originals are back in place when it returns.
+    """
+    guide = Guide(model=mod)
+    try:
+        ep = guide.run(
+            lambda: torch.export.export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict, **options)
+        )
+    except UnbranchError as e:
+        e.report = Report(guide.methods, attempts=guide.attempts)
+        raise
+    remember(ep, Report(guide.methods, attempts=guide.attempts))
+    return ep
 
 
 def transform_method(

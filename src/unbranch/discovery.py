@@ -129,23 +129,30 @@ def _module_functions(module_name: str):
             yield value
 
 
+def catalogue_entries(model: torch.nn.Module) -> list:
+    """(function, hooks) of every catalogue entry for the classes of ``model``'s submodules."""
+    found: dict = {}
+    for cls in dict.fromkeys(type(sub) for sub in model.modules()):
+        for lookup in CATALOGUES:
+            for spec in lookup(cls) or ():
+                spec = dict(spec)
+                found.setdefault(spec.pop("function"), spec)
+    return list(found.items())
+
+
 def discover(model: torch.nn.Module) -> list:
     """(callable, hooks) pairs for every function of ``model`` that needs rewriting.
 
     The scan compiles candidates with the options torch_export_rewrite uses for them, so
     entering the context reuses that work from the cache.
     """
-    found: dict = {}
+    found: dict = dict(catalogue_entries(model))
     classes, modules = set(), set()
     for sub in model.modules():
         cls = type(sub)
         if cls in classes:
             continue
         classes.add(cls)
-        for lookup in CATALOGUES:
-            for spec in lookup(cls) or ():
-                spec = dict(spec)
-                found.setdefault(spec.pop("function"), spec)
         for klass in cls.__mro__:
             if klass is torch.nn.Module or klass.__module__.startswith("torch."):
                 break

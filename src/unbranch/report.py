@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -29,6 +30,7 @@ class Report:
 
     rewritten: list = field(default_factory=list)
     skipped: list = field(default_factory=list)  # (qualname, reason) a model needed but could not get
+    attempts: list = field(default_factory=list)  # guided.Attempt of each export torch made (unbranch.export)
 
     def __iter__(self):
         return iter(self.rewritten)
@@ -64,7 +66,24 @@ class Report:
             lines.append(f"  {rm.qualname} ({rm.source.path}:{rm.source.line}): {done}")
         lines += [f"  left as Python at {path}:{line}: {why}" for path, line, why in self.left]
         lines += [f"  skipped {name}: {why}" for name, why in self.skipped]
+        for n, attempt in enumerate(self.attempts, 1):
+            outcome = f"stopped: {attempt.error}" if attempt.error else "exported"
+            lines.append(f"  export {n}: {outcome}")
+            lines += [f"    at {s.where} in {s.name}(): {attempt.why.get(s.where, 'rewritten')}" for s in attempt.sites]
         return "\n".join(lines)
+
+
+# exported program -> the Report of the unbranch.export that made it
+_REPORTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def report_of(ep) -> Report | None:
+    """What ``unbranch.export`` did to make ``ep``: each export it tried, and what it rewrote."""
+    return _REPORTS.get(ep)
+
+
+def remember(ep, report: Report) -> None:
+    _REPORTS[ep] = report
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ class RewrittenMethod:
     notes: list
     code_object: types.CodeType  # the original's own code object when nothing changed
     runtime: str  # the name the rewritten code calls unbranch.runtime by
+    parent: types.FunctionType | None = None  # for a nested function: the function whose code defines it
 
     @property
     def original_code(self) -> str:

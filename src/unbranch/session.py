@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from .discovery import discover
 from .errors import UnbranchError, runtime_failure
+from .failures import kind_of, sites
+from .guided import Guide
 from .report import Report, dump, say
 from .rewriting import MODEL_OPTIONS, options_for, rewrite
 from .runtime import _tracing
@@ -15,10 +18,11 @@ from .swap import swapped_in
 
 def plan(named: list, models: list, strict: bool) -> Report:
     """Rewrite everything first: what the user names must rewrite or fail; what a model
-    needs is best effort (a function unbranch cannot rewrite is listed in report.skipped)."""
+    needs is best effort (a function unbranch cannot rewrite is listed in report.skipped),
+    unless ``strict``, where a tensor condition it cannot convert fails the context too."""
     targets = [(t, {"strict": strict, **h}, True) for t, h in named]
     for model in models:
-        targets += [(t, {**MODEL_OPTIONS, **h}, False) for t, h in discover(model)]
+        targets += [(t, {**MODEL_OPTIONS, "strict": strict, **h}, strict) for t, h in discover(model)]
     report = Report()
     seen = set()
     for target, hooks, required in targets:
@@ -39,6 +43,37 @@ def plan(named: list, models: list, strict: bool) -> Report:
 
 
 @contextlib.contextmanager
+def guided_exports(report: Report):
+    """While open, an export that stops at control flow on data rewrites what torch names and retries.
+
+    Every ``torch.export.export`` call goes through ``torch.export._trace._export``, looked up
+    when called: replacing it for the ``with`` block guides the user's own export call, however
+    they imported it. What is rewritten this way is swapped in only during that export.
+    """
+    try:
+        from torch.export import _trace
+
+        original = _trace._export
+    except (ImportError, AttributeError):  # another torch: the context's own rewrites still apply
+        yield
+        return
+
+    @functools.wraps(original)
+    def export(*args, **kwargs):
+        guide = Guide(attempts=report.attempts)
+        try:
+            return guide.run(lambda: original(*args, **kwargs))
+        finally:
+            report.rewritten += [rm for rm in guide.methods if rm not in report.rewritten]
+
+    _trace._export = export
+    try:
+        yield
+    finally:
+        _trace._export = original
+
+
+@contextlib.contextmanager
 def session(named, models, dump_rewriting, verbose, strict, lower_under_compile):
     """The context manager torch_export_rewrite returns; yields the Report."""
     report = plan(named, models, strict)
@@ -49,13 +84,34 @@ def session(named, models, dump_rewriting, verbose, strict, lower_under_compile)
     compiling = _tracing.LOWER_UNDER_COMPILE
     try:
         _tracing.LOWER_UNDER_COMPILE = compiling or lower_under_compile
-        with swapped_in(report.rewritten):
+        with swapped_in(report.rewritten), guided_exports(report) if models else contextlib.nullcontext():
             try:
                 yield report
             except Exception as e:
-                ours = runtime_failure(e)
-                if ours is None:
+                better = _explained(e)
+                if better is e:
                     raise
-                raise ours from e
+                raise better from e
     finally:
         _tracing.LOWER_UNDER_COMPILE = compiling
+
+
+def _explained(e: Exception) -> Exception:
+    """The error to give the user: the runtime's own, or one naming the branch this context left alone."""
+    if isinstance(e, UnbranchError):
+        return e
+    ours = runtime_failure(e)
+    if ours is not None:
+        return ours
+    found = sites(e) if kind_of(e) else []
+    if not found:
+        return e
+    site = found[0]
+    return UnbranchError(
+        f"the export stops at Python control flow on data in {site.name}() ({site.text}), which this context "
+        "did not rewrite: export with unbranch.export(...), which rewrites what torch names, or add the "
+        "function to rewrite=[...]",
+        site.path,
+        site.line,
+        "data-dependent control flow",
+    )

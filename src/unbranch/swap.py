@@ -20,17 +20,25 @@ def original_code(fn: types.FunctionType) -> types.CodeType:
 def swapped_in(rewritten):
     """Run the body with each RewrittenMethod's code in its function; restore every original on exit.
 
-    Nested contexts and duplicates restore exactly: each swap remembers the code it replaced,
-    and the registry forgets a function when its original code is back.
+    A nested function (``rm.parent`` set) has no function object to swap until its parent
+    runs: its code is swapped into the parent's code, where the parent's ``def`` finds it,
+    after the parent's own swap (if any). Nested contexts and duplicates restore exactly:
+    each swap remembers the code it replaced, and the registry forgets a function when its
+    original code is back.
     """
     swapped = []
     try:
-        for rm in rewritten:
-            fn = rm.function
+        for rm in sorted(rewritten, key=lambda rm: rm.parent is not None):
+            fn = rm.function if rm.parent is None else rm.parent
+            code = rm.code_object
+            if rm.parent is not None:
+                code = replace_nested(fn.__code__, rm.function.__code__, rm.code_object)
+                if code is None:  # (the parent's current code no longer defines it)
+                    continue
             loader.bind_runtime(fn, rm.runtime)
             _ORIGINAL_CODE.setdefault(fn, fn.__code__)
             swapped.append((fn, fn.__code__, rm.runtime))
-            fn.__code__ = rm.code_object
+            fn.__code__ = code
         yield
     finally:
         for fn, code, name in reversed(swapped):
@@ -38,3 +46,23 @@ def swapped_in(rewritten):
             loader.unbind_runtime(fn, name)
             if code is _ORIGINAL_CODE.get(fn):
                 del _ORIGINAL_CODE[fn]
+
+
+def replace_nested(container: types.CodeType, old: types.CodeType, new: types.CodeType) -> types.CodeType | None:
+    """``container`` with the code of nested function ``old`` replaced by ``new`` (at any depth), or None.
+
+    Found by identity, or, in a container compiled again from rewritten text (the parent was
+    rewritten too; nested functions stay as written), by the same name and bytecode.
+    """
+    consts = list(container.co_consts)
+    for k, c in enumerate(consts):
+        if not isinstance(c, types.CodeType):
+            continue
+        if c is old or (c.co_name == old.co_name and c.co_code == old.co_code and c.co_names == old.co_names):
+            consts[k] = new
+            return container.replace(co_consts=tuple(consts))
+        inner = replace_nested(c, old, new)
+        if inner is not None:
+            consts[k] = inner
+            return container.replace(co_consts=tuple(consts))
+    return None

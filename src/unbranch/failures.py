@@ -1,0 +1,233 @@
+"""What a failed ``torch.export`` says: did it stop at Python control flow on data, and where.
+
+Torch knows the place: non-strict export raises from inside the user's frame (the traceback
+holds it), strict export names dynamo's user stack (``real_stack``), and a dimension declared
+dynamic that a branch specialised is reported at the end of tracing, after the fact; for those,
+:class:`GuardLog` remembers where each shape guard was added while the export ran.
+A :class:`Site` is the innermost frame of the user's code (any package but torch and unbranch
+itself, and not the standard library) at such a place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import sysconfig
+import traceback
+import types
+from dataclasses import dataclass, field
+
+import torch
+
+# what torch raises when Python needs a value that is data while it traces (a branch, ``int(t)``,
+# ``bool(t)``), or when a branch on a size narrowed or fixed a dimension declared dynamic
+_DATA = re.compile(
+    r"GuardOnDataDependentSymNode|Could not guard on data-dependent|Data-dependent branching"
+    r"|data-dependent expression|Could not extract specialized integer from data-dependent"
+)
+_CONSTRAINT = re.compile(r"Constraints violated|specialized it to be a constant")
+_SIZE_SOURCE = re.compile(r"L\[[^\s,]*?\.size\(\)\[\d+\]")
+
+_TORCH = os.path.dirname(torch.__file__) + os.sep
+_UNBRANCH = os.path.dirname(__file__) + os.sep
+_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
+_SITE = ("site-packages", "dist-packages")
+GENERATED = "unbranch:"  # the file name prefix of rewritten code (loader.filename_for)
+
+
+def kind_of(e: BaseException) -> str | None:
+    """``"data"`` (a value of data needed in Python), ``"shape"`` (a dynamic dimension fixed or
+    narrowed) or None (a failure unbranch has nothing to do with)."""
+    text = _chain_text(e)
+    if _DATA.search(text):
+        return "data"
+    if _CONSTRAINT.search(text):
+        return "shape"
+    return None
+
+
+def _chain_text(e: BaseException) -> str:
+    parts, seen = [], e
+    while seen is not None and len(parts) < 8:
+        parts.append(f"{type(seen).__name__}: {seen}")
+        seen = seen.__cause__ or seen.__context__
+    return "\n".join(parts)
+
+
+def is_user_file(path: str) -> bool:
+    """Code unbranch may rewrite: not torch, not unbranch itself, not the standard library."""
+    if path.startswith(GENERATED):
+        return True  # rewritten code: it stands for the user's own lines
+    if path.startswith(("<frozen", _TORCH, _UNBRANCH)):
+        return False
+    return not (path.startswith(_STDLIB) and not any(s in path for s in _SITE))
+
+
+@dataclass
+class Site:
+    """One place torch stopped at: the user's frame, and (if deeper) the torch code it was in."""
+
+    path: str
+    line: int
+    name: str  # the function's name (``co_name``)
+    code: types.CodeType | None = None  # its code object, when torch gave a live frame
+    inside: str = ""  # ``torch/...py:LINE`` when the failure itself happened in torch's own code
+    kind: str = "data"
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    @property
+    def text(self) -> str:
+        import linecache
+
+        return linecache.getline(self.path, self.line).strip()
+
+    def key(self) -> tuple:
+        return (self.path, self.line)
+
+
+def _site(frames: list, kind: str) -> Site | None:
+    """The innermost user frame of ``frames`` (outermost first): (path, line, name, code or None)."""
+    for k in range(len(frames) - 1, -1, -1):
+        path, line, name, code = frames[k]
+        if is_user_file(path):
+            deeper = frames[k + 1] if k + 1 < len(frames) else None
+            inside = f"{_short(deeper[0])}:{deeper[1]}" if deeper and _torch_library(deeper[0]) else ""
+            return Site(path, line, name, code, inside, kind)
+    return None
+
+
+# torch's own tracing machinery, which every failure passes through (``bool(t)`` reaches it via
+# __torch_function__): a frame there is not torch library code the user called
+_MACHINERY = ("fx", "export", "overrides.py", "utils", "_")
+
+
+def _torch_library(path: str) -> bool:
+    """Is ``path`` a torch function a user calls (``torch/nn/functional.py``), not its tracing machinery?"""
+    return path.startswith(_TORCH) and not path[len(_TORCH) :].startswith(_MACHINERY)
+
+
+def _short(path: str) -> str:
+    for marker in _SITE:
+        if marker in path:
+            return path.split(marker + os.sep)[-1]
+    return path
+
+
+def sites(e: BaseException, guards: GuardLog | None = None) -> list[Site]:
+    """Where the user's code made ``e`` happen (innermost user frames), most specific first."""
+    kind = kind_of(e)
+    if kind is None:
+        return []
+    found: list[Site] = []
+    if kind == "shape" and guards is not None:
+        found += guards.sites_for(_violated(e))
+    seen = e
+    while seen is not None and not found:
+        for frames in (_dynamo_frames(seen), _traceback_frames(seen)):
+            site = _site(frames, kind) if frames else None
+            if site is not None:
+                found.append(site)
+                break
+        seen = seen.__cause__ or seen.__context__
+    return found
+
+
+def _traceback_frames(e: BaseException) -> list:
+    return [(f.f_code.co_filename, line, f.f_code.co_name, f.f_code) for f, line in traceback.walk_tb(e.__traceback__)]
+
+
+_QUOTED_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _dynamo_frames(e: BaseException) -> list:
+    """Strict export: dynamo's user stack (``real_stack``), else the frames its message quotes."""
+    stack = getattr(e, "real_stack", None)
+    if stack:
+        return [(f.filename, f.lineno, f.name, None) for f in stack]
+    text = str(e)
+    if "from user code:" in text or "User stack:" in text:
+        return [(p, int(n), name, None) for p, n, name in _QUOTED_FRAME.findall(text)]
+    return []
+
+
+def _violated(e: BaseException) -> set[str]:
+    """The dimensions (``L['x'].size()[0]``) a constraint violation names, in torch's own spelling."""
+    names, seen = set(), e
+    while seen is not None:
+        names.update(_SIZE_SOURCE.findall(str(seen)))
+        seen = seen.__cause__ or seen.__context__
+    return names
+
+
+@dataclass
+class GuardLog(logging.Filter):
+    """While open, remember the user's frame of every shape guard torch adds, and the dimensions it reads.
+
+    Torch tells which dimension a violated constraint is about only once tracing is over; the
+    guard that fixed or narrowed it was added by a branch somewhere earlier. Torch reports each
+    guard to its ``symbolic_shapes`` logger (at INFO); this filter reads the user's frame there
+    (the Python stack in non-strict export, dynamo's user stack in strict export) and lets the
+    record through only where the logger would have emitted it anyway.
+    """
+
+    guards: list = field(default_factory=list)  # (dimension names, Site)
+
+    def __post_init__(self):
+        super().__init__()
+        self._logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+
+    def __enter__(self):
+        self._level = self._logger.level
+        self._emits = self._logger.getEffectiveLevel()
+        self._logger.addFilter(self)
+        if self._emits > logging.INFO:
+            self._logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc):
+        self._logger.removeFilter(self)
+        self._logger.setLevel(self._level)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "[guard added]" in str(record.msg):
+            try:
+                self._record()
+            except Exception:  # torch's internals moved: guards are then not placed, nothing breaks
+                pass
+        return record.levelno >= self._emits
+
+    def _record(self) -> None:
+        frame, shape_env, guard = sys._getframe(1), None, None
+        python_frames = []
+        while frame is not None:
+            if frame.f_code.co_name == "_log_guard" and shape_env is None:
+                shape_env, guard = frame.f_locals.get("self"), frame.f_locals.get("g")
+            python_frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, frame.f_code))
+            frame = frame.f_back
+        site = _site(python_frames[::-1], "shape")
+        if site is None:
+            from torch._guards import TracingContext
+
+            user = TracingContext.extract_stack()
+            site = _site([(f.filename, f.lineno, f.name, None) for f in user], "shape")
+        if site is None or shape_env is None or guard is None:
+            return
+        names = set()
+        for symbol in getattr(guard, "free_symbols", ()):
+            for source in shape_env.var_to_sources.get(symbol, ()):
+                name = source.name
+                names.add(name() if callable(name) else name)
+        self.guards.append((names, site))
+
+    def sites_for(self, dimensions: set[str]) -> list[Site]:
+        """The places whose guards read one of ``dimensions`` (each place once, first added first)."""
+        out: dict[tuple, Site] = {}
+        for names, site in self.guards:
+            if names & dimensions or not dimensions:
+                out.setdefault(site.key(), site)
+        return list(out.values())

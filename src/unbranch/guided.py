@@ -1,0 +1,182 @@
+"""Export guided by torch's own failures: rewrite exactly the functions torch names, and try again.
+
+An attempt is one export with everything rewritten so far swapped in. When it stops at
+Python control flow on data (:mod:`failures`), the user's frame torch names is looked up
+(:mod:`locate`: a method of any class, a module function of any package, a nested function),
+that function is rewritten and swapped in, and the export runs again; until it exports, or
+an attempt names nothing new that unbranch can rewrite, which ends in one UnbranchError
+listing every place and why it could not be converted, torch's error chained.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass, field
+
+from ._quiet import quiet
+from .errors import UnbranchError, runtime_failure
+from .failures import GENERATED, GuardLog, Site, kind_of, sites
+from .locate import Nested, code_at, function_for
+from .rewriting import RewrittenMethod, options_for, rewrite
+from .runtime import source_map
+from .source import innermost_function
+from .swap import swapped_in
+
+MAX_ATTEMPTS = 16  # an export that needs more functions rewritten than this is not converging
+
+
+@dataclass
+class Attempt:
+    """One export: what it stopped at (nothing when it exported) and what was rewritten because of it."""
+
+    error: str = ""  # ``Class: first line`` of torch's error, "" when it exported
+    sites: list = field(default_factory=list)  # [Site]
+    rewritten: list = field(default_factory=list)  # qualnames rewritten after it, for the next attempt
+    why: dict = field(default_factory=dict)  # site.where -> why unbranch could not act on it
+    log: str = ""  # what torch printed meanwhile
+
+
+@dataclass
+class Guide:
+    """The state of one guided export: the functions rewritten so far, and every attempt."""
+
+    attempts: list = field(default_factory=list)
+    rewritten: dict = field(default_factory=dict)  # the function swapped (or nested code) -> RewrittenMethod
+    model: object = None  # the catalogue's semantic rewrites for its classes join the first retry
+    shapes: set = field(default_factory=set)  # keys rewritten with their shape conditions converted too
+
+    @property
+    def methods(self) -> list[RewrittenMethod]:
+        return list(self.rewritten.values())
+
+    def run(self, call):
+        """``call()`` (one export) until it works; each failure at control flow on data rewrites what it names."""
+        for n in range(1, MAX_ATTEMPTS + 1):
+            attempt = Attempt()
+            self.attempts.append(attempt)
+            with quiet(warnings_too=False) as log, GuardLog() as guards, swapped_in(self.methods):
+                try:
+                    ep = call()
+                except Exception as e:  # decided below, outside the captured output
+                    error = e
+                else:
+                    error = None
+            attempt.log = log.getvalue()
+            if error is None:
+                if n == 1:
+                    log.replay()  # the export as the user ran it: what torch printed is theirs to see
+                return ep
+            attempt.error = _first_line(error)
+            if isinstance(error, UnbranchError):
+                raise error
+            ours = runtime_failure(error)
+            if ours is not None:
+                raise ours from error
+            if kind_of(error) is None:
+                if n == 1:
+                    raise error
+                raise self._failed_after(error) from error
+            attempt.sites = sites(error, guards)
+            if n == 1:
+                attempt.rewritten += self._rewrite_upfront()
+            for site in attempt.sites:
+                why = self._rewrite(site, attempt)
+                if why:
+                    attempt.why[site.where] = why
+            if not attempt.rewritten:
+                raise self._stuck(attempt, n - 1) from error
+        raise self._stuck(attempt, n) from error
+
+    @functools.cached_property
+    def upfront(self) -> list:
+        """(function, hooks) of the catalogue entries with hooks for the model's classes: semantic
+        rewrites no control-flow conversion makes, applied from the first retry on."""
+        from .discovery import catalogue_entries
+
+        return [(fn, h) for fn, h in catalogue_entries(self.model) if h] if self.model is not None else []
+
+    def _rewrite_upfront(self) -> list[str]:
+        added = []
+        for target, hooks in self.upfront:
+            try:
+                fn = innermost_function(target)
+                rm = rewrite(fn, options_for(fn, strict=False, shape_conditions=False, **hooks))
+            except UnbranchError:
+                continue  # (a catalogue entry for code this install does not have)
+            if rm.changed and fn not in self.rewritten:
+                self.rewritten[fn] = rm
+                added.append(rm.qualname)
+        return added
+
+    def _rewrite(self, site: Site, attempt: Attempt) -> str:
+        """Rewrite the function ``site`` is in; "" on progress, else why nothing could be done."""
+        if site.path.startswith(GENERATED):
+            return self._why_left(site)
+        code = site.code or code_at(site.path, site.line, site.name)
+        found = function_for(code) if code is not None else None
+        if found is None:
+            return f"no function object runs {site.name}() of {site.path}"
+        try:
+            fn = found.probe if isinstance(found, Nested) else innermost_function(found)
+        except UnbranchError as e:
+            return e.reason
+        key = found.code if isinstance(found, Nested) else fn
+        shape = site.kind == "shape" or key in self.shapes
+        if key in self.rewritten and (key in self.shapes or not shape):
+            return "rewritten already"
+        hooks = next((h for t, h in self.upfront if t is fn), {})
+        try:
+            rm = rewrite(fn, options_for(fn, strict=False, shape_conditions=shape, **hooks))
+        except UnbranchError as e:
+            return e.reason
+        if not rm.changed:
+            return _nothing_to_convert(site)
+        self.rewritten[key] = dataclasses.replace(rm, parent=found.parent if isinstance(found, Nested) else None)
+        if shape:
+            self.shapes.add(key)
+        attempt.rewritten.append(rm.qualname)
+        return ""
+
+    def _why_left(self, site: Site) -> str:
+        """A failure inside rewritten code: the construct at that line was left as Python, or is no branch."""
+        original = source_map.lookup(site.path, site.line)
+        line = original[1] if original else None
+        for rm in self.methods:
+            if rm.code_object.co_filename == site.path:
+                site.path, site.line = rm.source.path, line or rm.source.line
+                left = [n.detail for n in rm.notes if n.kind == "left" and n.line == line]
+                if left:
+                    return f"left as Python: {left[0]}"
+        return _nothing_to_convert(site, rewritten=True)
+
+    def _stuck(self, attempt: Attempt, retries: int) -> UnbranchError:
+        head = f"the export stops at Python control flow on data ({attempt.error})" + (
+            f", still after {retries} retr{'y' if retries == 1 else 'ies'} with rewritten code" if retries else ""
+        )
+        if not attempt.sites:
+            return UnbranchError(f"{head}; torch's error names no Python function of yours", construct="export")
+        lines = [
+            f"  {s.where} in {s.name}(): {s.text or '?'}  -- {attempt.why.get(s.where, '?')}" for s in attempt.sites
+        ]
+        first = attempt.sites[0]
+        return UnbranchError("\n".join([head, *lines]), first.path, first.line, "data-dependent control flow")
+
+    def _failed_after(self, error: BaseException) -> UnbranchError:
+        names = ", ".join(rm.qualname for rm in self.methods) or "nothing"
+        return UnbranchError(
+            f"after rewriting {names}, the export failed for another reason: {_first_line(error)}",
+            construct="export",
+        )
+
+
+def _nothing_to_convert(site: Site, rewritten: bool = False) -> str:
+    if site.inside:
+        return f"the branch is in torch's own code ({site.inside}), which unbranch does not rewrite"
+    done = "unbranch rewrote this function, but " if rewritten else ""
+    return f"{done}this line needs a Python value computed from data, which no control-flow conversion gives"
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [""]
+    return f"{type(e).__name__}: {lines[0][:200]}"

@@ -1,0 +1,110 @@
+"""From a place torch named (file, line, function name) to the function object to rewrite.
+
+A live frame gives the code object itself; a strict export's user stack gives only a file,
+a line and a name, which are looked up in the module loaded from that file (classes, their
+methods, static and class methods, properties, decorated functions, nested functions).
+The function is then whichever function object runs that code: a module function or a
+method of any class (``nn.Module`` or not). A nested function's object is made anew on each
+call of its parent, so it is reached through its parent: :class:`Nested`.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import sys
+import types
+from dataclasses import dataclass
+
+from .swap import original_code
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A function defined inside ``parent`` (at any depth): its code is a constant of the parent's code."""
+
+    parent: types.FunctionType
+    code: types.CodeType
+
+    @property
+    def probe(self) -> types.FunctionType:
+        """A function object for the nested code (cells empty), enough to read and rewrite its source."""
+        cells = tuple(types.CellType() for _ in self.code.co_freevars)
+        fn = types.FunctionType(self.code, self.parent.__globals__, self.code.co_name, None, cells or None)
+        fn.__qualname__ = self.code.co_qualname
+        return fn
+
+
+def code_at(path: str, line: int, name: str) -> types.CodeType | None:
+    """The code object of function ``name`` in file ``path`` whose lines hold ``line`` (innermost)."""
+    best = None
+    for code in _codes_in(_module_of(path)):
+        if code.co_name == name and code.co_filename == path and _holds(code, line):
+            if best is None or code.co_firstlineno > best.co_firstlineno:
+                best = code
+    return best
+
+
+def _holds(code: types.CodeType, line: int) -> bool:
+    lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+    return bool(lines) and code.co_firstlineno <= line <= max(lines)
+
+
+def _module_of(path: str):
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == path:
+            return module
+    return None
+
+
+def _functions_in(namespace, module: str, seen: set):
+    """Every function reachable from a module's or a class's namespace (unwrapped, methods included)."""
+    for value in list(vars(namespace).values()):
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            yield from (f for f in (value.fget, value.fset, value.fdel) if isinstance(f, types.FunctionType))
+            continue
+        if isinstance(value, type) and id(value) not in seen and value.__module__ == module:
+            seen.add(id(value))
+            yield from _functions_in(value, module, seen)
+        elif callable(value):
+            try:
+                fn = inspect.unwrap(value)
+            except ValueError:
+                continue
+            if isinstance(fn, types.FunctionType):
+                yield fn
+
+
+def _codes_in(module):
+    """Code objects of ``module``'s functions and, recursively, of the functions nested in them."""
+    if module is None:
+        return
+    stack = [original_code(fn) for fn in _functions_in(module, module.__name__, set())]
+    while stack:
+        code = stack.pop()
+        yield code
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def function_for(code: types.CodeType) -> types.FunctionType | Nested | None:
+    """What runs ``code``: the function object whose code it is, or the parent it is nested in."""
+    for ref in gc.get_referrers(code):
+        if isinstance(ref, types.FunctionType) and original_code(ref) is code and "<locals>" not in ref.__qualname__:
+            return ref
+    module = _module_of(code.co_filename)
+    for fn in _functions_in(module, module.__name__, set()) if module is not None else ():
+        top = original_code(fn)
+        if top is code:
+            return fn
+        if _contains(top, code):
+            return Nested(fn, code)
+    for ref in gc.get_referrers(code):  # a function not reachable from its module (made by a factory)
+        if isinstance(ref, types.FunctionType) and original_code(ref) is code:
+            return ref
+    return None
+
+
+def _contains(container: types.CodeType, code: types.CodeType) -> bool:
+    return any(c is code or _contains(c, code) for c in container.co_consts if isinstance(c, types.CodeType))
