@@ -202,19 +202,19 @@ class GuardLog(logging.Filter):
         return record.levelno >= self._emits
 
     def _record(self) -> None:
-        frame, shape_env, guard = sys._getframe(1), None, None
-        python_frames = []
+        from torch._guards import TracingContext
+
+        frame, shape_env, guard, python_frames = sys._getframe(1), None, None, []
         while frame is not None:
             if frame.f_code.co_name == "_log_guard" and shape_env is None:
                 shape_env, guard = frame.f_locals.get("self"), frame.f_locals.get("g")
             python_frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, frame.f_code))
             frame = frame.f_back
-        site = _site(python_frames[::-1], "shape")
-        if site is None:
-            from torch._guards import TracingContext
-
-            user = TracingContext.extract_stack()
-            site = _site([(f.filename, f.lineno, f.name, None) for f in user], "shape")
+        # strict export: dynamo's stack of the code it traces (the Python stack is dynamo's own,
+        # under the caller of export); non-strict: the Python stack, which holds the user's frames
+        user = TracingContext.extract_stack()
+        frames = [(f.filename, f.lineno, f.name, None) for f in user] if user else python_frames[::-1]
+        site = _site(frames, "shape")
         if site is None or shape_env is None or guard is None:
             return
         names = set()
@@ -225,9 +225,14 @@ class GuardLog(logging.Filter):
         self.guards.append((names, site))
 
     def sites_for(self, dimensions: set[str]) -> list[Site]:
-        """The places whose guards read one of ``dimensions`` (each place once, first added first)."""
+        """The places whose guards read one of ``dimensions`` (each place once, first added first).
+
+        Strict export names a dimension after the argument (``L['x']``) where its guards named
+        dynamo's flattened input (``L['flat_args'][0]``): when no guard matches, every place
+        that added a shape guard is a candidate (rewriting one with no branch there changes nothing).
+        """
+        chosen = [site for names, site in self.guards if names & dimensions] or [site for _, site in self.guards]
         out: dict[tuple, Site] = {}
-        for names, site in self.guards:
-            if names & dimensions or not dimensions:
-                out.setdefault(site.key(), site)
+        for site in chosen:
+            out.setdefault(site.key(), site)
         return list(out.values())

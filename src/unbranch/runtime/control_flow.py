@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 
 from ..errors import UnbranchError
@@ -166,14 +167,21 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
 
 
 def _unaliased(tensors) -> tuple:
-    """The operands with a copy in place of each one sharing memory with an earlier one.
+    """The operands, with a copy in place of each one torch.cond cannot take as it is.
 
     ``torch.cond`` rejects inputs that alias each other (``y = x[:]``, ``a = y.view_as(x)``,
-    one tensor under two names); values are unchanged, and write-back still targets the originals.
+    one tensor under two names), and fails inside its metadata checks on a view whose offset
+    is data (``alphas[t]`` for a tensor ``t``: an unbacked storage offset). Values are
+    unchanged, and write-back still targets the originals.
     """
     roots = [_root(tensors[n]) for n in range(len(tensors))]
-    shared = [any(roots[n] is r for r in roots[:n]) for n in range(len(tensors))]
-    return tuple(tensors[n].clone() if shared[n] else tensors[n] for n in range(len(tensors)))
+    copy = [any(roots[n] is r for r in roots[:n]) or _offset_is_data(tensors[n]) for n in range(len(tensors))]
+    return tuple(tensors[n].clone() if copy[n] else tensors[n] for n in range(len(tensors)))
+
+
+def _offset_is_data(t) -> bool:
+    offset = t.storage_offset() if t._base is not None else 0
+    return isinstance(offset, torch.SymInt) and bool(free_unbacked_symbols(offset))
 
 
 def _leaf_owners(operands) -> list[int]:

@@ -1,0 +1,18 @@
+"""Module functions in the style of torchvision.ops: a size test, then a test on the values."""
+
+
+def clip_boxes(boxes, size: float):
+    if boxes.numel() == 0:
+        return boxes
+    if (boxes < 0).any():
+        boxes = boxes.clamp(min=0)
+    return boxes.clamp(max=size)
+
+
+def normalise(scores):
+    def rescale(s):
+        if s.max() > 1:
+            return s / s.max()
+        return s
+
+    return rescale(scores) * 2

@@ -1,0 +1,24 @@
+"""A scheduler in the style of diffusers: not an nn.Module, its step branches on a tensor timestep."""
+
+import torch
+
+
+class Scheduler:
+    def __init__(self, steps: int = 10):
+        self.steps = steps
+        self.alphas = torch.linspace(0.9, 0.1, steps)
+
+    def step(self, sample, timestep):
+        alpha = self.alphas.index_select(0, timestep.clamp(0, self.steps - 1).reshape(1))
+        if timestep > 0:
+            prev = sample * alpha
+        else:
+            prev = sample
+        return prev
+
+    def step_indexed(self, sample, timestep):
+        """``step`` reading its table as diffusers does: ``alphas[t]`` is a view at an offset that is data."""
+        alpha = self.alphas[timestep.clamp(0, self.steps - 1)]
+        if timestep > 0:
+            return sample * alpha
+        return sample

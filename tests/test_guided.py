@@ -1,0 +1,275 @@
+"""Issue 19: torch says where. ``unbranch.export`` runs the plain export first and rewrites exactly
+the functions torch's failures name (any module, any class, nested functions); the model mode
+of the context guides the user's own export the same way.
+
+Each model is exported three ways (``unbranch.export``, ``torch_export_rewrite(model)`` and
+``torch_export_rewrite(rewrite=model)`` around the user's ``torch.export.export``), in both
+export modes, and ``ep.module()`` must match eager on inputs taking each side of every branch
+and on another size.
+"""
+
+import inspect
+
+import pytest
+import torch
+from helpers import assert_same, count_conds
+from otherlib import boxes, schedulers
+from torch.export import Dim
+
+import unbranch
+from unbranch import rewriting
+
+MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
+
+
+class WhileOnLocal(torch.nn.Module):
+    def forward(self, x):
+        n = x.abs().sum().floor()
+        while n > 0:
+            x = x * 0.5
+            n = n - 4
+        return x
+
+
+class IfOnBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.tensor(2.0))
+
+    def forward(self, x):
+        if self.scale > x.mean():
+            return x * self.scale
+        return x
+
+
+class IfOnFlagArgument(torch.nn.Module):
+    def forward(self, x, is_pad):
+        if is_pad:
+            return x + 1
+        return x - 1
+
+
+class HelperInOtherPackage(torch.nn.Module):
+    def forward(self, x):
+        return boxes.clip_boxes(x, 2.0) * 3
+
+
+class NestedHelper(torch.nn.Module):
+    def forward(self, x):
+        return boxes.normalise(x) - 1
+
+
+class NonModuleObject(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scheduler = schedulers.Scheduler()
+
+    def forward(self, sample, timestep):
+        return self.scheduler.step(sample, timestep) + 1
+
+
+def _rows(n, sign=1.0):
+    return sign * (torch.arange(n * 4, dtype=torch.float32).reshape(n, 4) / (n * 4) + 0.5)
+
+
+# model, example, dynamic shapes, inputs that take each side (and another size)
+CASES = {
+    "while on a tensor local": (
+        WhileOnLocal,
+        (_rows(6),),
+        ({0: Dim.DYNAMIC},),
+        [(_rows(9),), (torch.zeros(5, 4),), (_rows(2),)],
+    ),
+    "if on a buffer": (
+        IfOnBuffer,
+        (_rows(6),),
+        ({0: Dim.DYNAMIC},),
+        [(_rows(9),), (_rows(3) + 5,)],
+    ),
+    "if on a tensor argument": (
+        IfOnFlagArgument,
+        (_rows(6), torch.tensor(True)),
+        ({0: Dim.DYNAMIC}, None),
+        [(_rows(9), torch.tensor(True)), (_rows(3), torch.tensor(False))],
+    ),
+    "module function of another package": (
+        HelperInOtherPackage,
+        (_rows(6, -1),),
+        ({0: Dim.DYNAMIC},),
+        [(_rows(9, -1),), (_rows(3),), (_rows(4) * 3,)],
+    ),
+    "nested function": (
+        NestedHelper,
+        (_rows(6) * 3,),
+        ({0: Dim.DYNAMIC},),
+        [(_rows(9) * 3,), (_rows(3) * 0.1,)],
+    ),
+    "method of an object that is no module": (
+        NonModuleObject,
+        (_rows(6), torch.tensor(3)),
+        ({0: Dim.DYNAMIC}, None),
+        [(_rows(9), torch.tensor(5)), (_rows(3), torch.tensor(0))],
+    ),
+}
+
+
+def _export_with(how, model, example, shapes, strict):
+    if how == "unbranch.export":
+        return unbranch.export(model, example, dynamic_shapes=shapes, strict=strict)
+    context = unbranch.torch_export_rewrite(model) if how == "context" else unbranch.torch_export_rewrite(rewrite=model)
+    with context:
+        return torch.export.export(model, example, dynamic_shapes=shapes, strict=strict)
+
+
+@pytest.mark.parametrize("how", ["unbranch.export", "context", "rewrite=model"])
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_torch_names_the_function(case, strict, how):
+    make, example, shapes, inputs = CASES[case]
+    model = make()
+    with pytest.raises(Exception, match="data-dependent|Data-dependent"):
+        torch.export.export(model, example, dynamic_shapes=shapes, strict=strict)
+    ep = _export_with(how, model, example, shapes, strict)
+    assert count_conds(ep) + _loops(ep) >= 1
+    for args in [example, *inputs]:
+        assert_same(ep.module()(*args), model(*args))
+
+
+def _loops(ep) -> int:
+    return sum(
+        node.target is torch.ops.higher_order.while_loop
+        for gm in ep.graph_module.modules()
+        if isinstance(gm, torch.fx.GraphModule)
+        for node in gm.graph.nodes
+    )
+
+
+def test_plain_export_first_and_untouched_when_it_works(monkeypatch):
+    """A model torch exports is exported once, as torch makes it: nothing is even compiled."""
+    compiled = []
+    monkeypatch.setattr(rewriting, "compile_source", lambda *a, **k: compiled.append(a) or None)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    x = torch.randn(3, 4)
+    shapes = ({0: Dim.DYNAMIC},)
+    plain = torch.export.export(model, (x,), dynamic_shapes=shapes)
+    ep = unbranch.export(model, (x,), dynamic_shapes=shapes)
+    assert str(ep.graph) == str(plain.graph)
+    assert ep.range_constraints.keys() == plain.range_constraints.keys()
+    assert not compiled
+    report = unbranch.report_of(ep)
+    assert len(report.attempts) == 1 and not report.attempts[0].error and not report.rewritten
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_rewritten_only_during_the_export(strict):
+    """After unbranch.export every function runs its own code again, the nested one's parent too."""
+    model = NestedHelper()
+    codes = {f: f.__code__ for f in (boxes.normalise, boxes.clip_boxes, NestedHelper.forward)}
+    ep = unbranch.export(model, (_rows(5) * 3,), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+    assert all(f.__code__ is code for f, code in codes.items())
+    report = unbranch.report_of(ep)
+    assert [rm.qualname for rm in report.rewritten] == ["normalise.<locals>.rescale"]
+    assert [bool(a.error) for a in report.attempts] == [True, False]
+    assert report.attempts[0].sites[0].where == f"{inspect.getsourcefile(boxes)}:16"
+
+
+class IndexedTable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scheduler = schedulers.Scheduler()
+
+    def forward(self, sample, timestep):
+        return self.scheduler.step_indexed(sample, timestep)
+
+
+def test_operand_viewed_at_an_offset_that_is_data():
+    """``alphas[t]`` read before the branch: non-strict export takes it (a copy goes into the cond);
+    strict export cannot index with a tensor at all, and the error names that line."""
+    model = IndexedTable()
+    example = (_rows(4), torch.tensor(3))
+    ep = unbranch.export(model, example, dynamic_shapes=({0: Dim.DYNAMIC}, None))
+    for args in [example, (_rows(7), torch.tensor(0)), (_rows(2), torch.tensor(9))]:
+        assert_same(ep.module()(*args), model(*args))
+    with pytest.raises(unbranch.UnbranchError, match="alpha = self.alphas") as info:
+        unbranch.export(model, example, dynamic_shapes=({0: Dim.DYNAMIC}, None), strict=True)
+    assert info.value.path == schedulers.__file__
+
+
+class SizeBranch(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 4:
+            return x.sum(0)
+        return x.mean(0)
+
+
+class SizeEquality(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        if x.shape[0] == 3:
+            return y + 1
+        return y - 1
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize(
+    "make, example, dim",
+    [(SizeBranch, torch.randn(6, 4), Dim("n")), (SizeEquality, torch.randn(3, 4), Dim.DYNAMIC)],
+    ids=["narrowed", "specialised"],
+)
+def test_branch_on_a_declared_dynamic_size(make, example, dim, strict):
+    """Torch reports a dimension a branch fixed or narrowed only at the end; its guard's place is found."""
+    model = make()
+    with pytest.raises(Exception, match="Constraints violated"):
+        torch.export.export(model, (example,), dynamic_shapes=({0: dim},), strict=strict)
+    ep = unbranch.export(model, (example,), dynamic_shapes=({0: dim},), strict=strict)
+    assert count_conds(ep) == 1
+    for n in (2, 3, 4, 5, 9):
+        x = torch.randn(n, 4)
+        assert_same(ep.module()(x), model(x))
+
+
+class SizeFromData(torch.nn.Module):
+    def forward(self, x):
+        n = int(x.abs().sum().item())
+        return torch.zeros(n) + x.sum()
+
+
+def test_what_cannot_be_converted_is_one_clear_error():
+    """A value of data torch needs as a Python int is no branch: the error names the line and why."""
+    model = SizeFromData()
+    with pytest.raises(unbranch.UnbranchError) as info:
+        unbranch.export(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim.DYNAMIC},))
+    e = info.value
+    assert e.path == inspect.getsourcefile(SizeFromData) and e.line == inspect.getsourcelines(SizeFromData)[1] + 2
+    assert "n = int(x.abs().sum().item())" in str(e) and "no control-flow conversion" in str(e)
+    assert "GuardOnDataDependentSymNode" in type(e.__cause__).__name__
+    assert len(e.report.attempts) == 1
+
+
+def test_context_naming_other_functions_says_what_to_do():
+    """Explicit rewrite lists stay explicit: the branch they miss is named, with the way out."""
+    model = HelperInOtherPackage()
+
+    def unrelated(x):
+        return x
+
+    with pytest.raises(unbranch.UnbranchError, match=r"clip_boxes\(\).*unbranch.export") as info:
+        with unbranch.torch_export_rewrite(rewrite=[unrelated]):
+            torch.export.export(model, (_rows(3, -1),), dynamic_shapes=({0: Dim.DYNAMIC},))
+    assert info.value.path == boxes.__file__ and info.value.line == 9
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_context_eager_and_second_export_after_a_guided_one(strict):
+    """Inside the context, what a guided export rewrote is swapped in for that export only."""
+    model = HelperInOtherPackage()
+    x = _rows(4, -1)
+    with unbranch.torch_export_rewrite(model) as report:
+        ep = torch.export.export(model, (x,), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+        assert boxes.clip_boxes.__code__.co_filename == boxes.__file__
+        assert_same(model(x), boxes.clip_boxes(x, 2.0) * 3)
+        again = torch.export.export(model, (x,), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+    assert [rm.qualname for rm in report.rewritten] == ["clip_boxes"]
+    for args in [(x,), (_rows(7),)]:
+        assert_same(ep.module()(*args), model(*args))
+        assert_same(again.module()(*args), model(*args))
