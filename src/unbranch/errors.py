@@ -47,12 +47,12 @@ def _placed(message: str, exc: BaseException) -> str:
     """Under dynamo the runtime cannot see its caller ("this line"); dynamo's user stack can."""
     from .runtime import source_map
 
-    if not message.startswith(_UNPLACED):
+    if _UNPLACED not in message:
         return message
     frames = [f for f in getattr(exc, "real_stack", None) or () if f.filename.startswith("unbranch:")]
     if not frames:
         return message
-    return source_map.describe(frames[-1].filename, frames[-1].lineno) + message[len(_UNPLACED) - 2 :]
+    return message.replace(_UNPLACED, source_map.describe(frames[-1].filename, frames[-1].lineno))
 
 
-_UNPLACED = "this line: "  # runtime._tracing.origin_of_caller under dynamo
+_UNPLACED = "this line"  # runtime._tracing.origin_of_caller under dynamo

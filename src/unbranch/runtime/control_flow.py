@@ -53,6 +53,7 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
             for observe in observers:
                 observe(caller.f_code.co_filename, caller.f_lineno, taken)
         return then_fn(*operands) if taken else else_fn(*operands)
+    _refuse_strict_autocast(f"if at {origin_of_caller(1)}")
     try:
         return _cond(pred, then_fn, else_fn, operands, mutated, kept)
     except Exception as e:  # under strict export dynamo never lets torch's own errors reach here
@@ -113,6 +114,18 @@ def _unwritable(branch, operands, mutated) -> str | None:
     return None
 
 
+def _refuse_strict_autocast(construct: str) -> None:
+    """Strict export under ``torch.autocast`` records a cond's outputs in the wrong dtype (torch 2.13): its
+    program fails when run ("Tensor dtype mismatch"). Say so at export time instead."""
+    if torch.compiler.is_dynamo_compiling() and any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda")):
+        fail(
+            "torch.cond inside torch.autocast cannot be exported in strict mode (torch records its outputs "
+            "in the wrong dtype, and the program fails when run): export with strict=False, or branch outside "
+            "the autocast region",
+            construct,
+        )
+
+
 def _refuse(unwritable: str):
     """Fail the export of the if that called ``if_stmt`` (two frames up), naming what cannot be written back."""
     fail(
@@ -146,7 +159,7 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
                 values[positions[k]] = clones[n]
             out = fn(*pytree.tree_unflatten(values, spec))
             out = () if out is None else out
-            return fresh_outputs((out, clones) if writable else out, ts)
+            return fresh_outputs((out, clones) if writable else out, (*ts, *_buffers(values)))
 
         branch.__name__ = getattr(fn, "__name__", "branch")
         return branch
@@ -164,6 +177,11 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
             else:
                 out = operands[k]
     return out
+
+
+def _buffers(values) -> list:
+    """The buffers of the modules among a branch's operands (``self``): a branch may return one as it is."""
+    return [b for v in values if isinstance(v, torch.nn.Module) for b in v._buffers.values() if b is not None]
 
 
 def _unaliased(tensors) -> tuple:
@@ -267,6 +285,7 @@ def if_exp(pred, then_fn, else_fn):
             for observe in observers:
                 observe(caller.f_code.co_filename, caller.f_lineno, taken)
         return then_fn() if taken else else_fn()
+    _refuse_strict_autocast(f"conditional expression at {origin_of_caller(1)}")
     try:
         out = torch.cond(pred, _copied(then_fn), _copied(else_fn), ())
     except Exception as e:  # (non-strict only: under strict export dynamo reports torch's errors itself)
