@@ -521,4 +521,7 @@ class Classifier:
                 found.add(kinds[type(node)])
             elif isinstance(node, ast.For) and self.loop_candidate(node.iter):
                 found.add("loop")
+            elif isinstance(node, ast.Lambda):  # (IfExpToCond enters lambdas)
+                if any(isinstance(n, ast.IfExp) and self.kind(n.test) != STATIC for n in ast.walk(node.body)):
+                    found.add("ifexp")
         return found

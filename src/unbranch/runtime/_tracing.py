@@ -63,7 +63,7 @@ def fail(message: str, construct: str):
 
     if torch.compiler.is_dynamo_compiling():
         raise RuntimeError(f"unbranch: {message} [{construct}]")
-    raise UnbranchError(message, construct=construct)
+    raise UnbranchError.placed(message, construct)
 
 
 def origin_of_caller(depth: int) -> str:
