@@ -118,8 +118,14 @@ def torch_export_rewrite(
 
 
 def rewrite_source(
-    text: str, prefix: str = "branch_cond", is_method: bool = True, strict: bool = False, path: str = "<string>"
+    text: str,
+    prefix: str = "branch_cond",
+    is_method: bool = True,
+    strict: bool = False,
+    path: str = "<string>",
+    **options,
 ) -> str:
-    """Rewrite the source of one ``def`` given as text (no function object needed)."""
+    """Rewrite the source of one ``def`` given as text (no function object needed); ``options``: the
+    compiler's other :class:`Options` (``shape_conditions``, ``lengths``)."""
     info = SourceInfo(path, 1, textwrap.dedent(text).lstrip("\n"), "<source>")
-    return compile_source(info, Options(prefix=prefix, strict=strict, is_method=is_method)).text
+    return compile_source(info, Options(prefix=prefix, strict=strict, is_method=is_method, **options)).text

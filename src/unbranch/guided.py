@@ -132,7 +132,7 @@ class Guide:
             return "rewritten already"
         hooks = next((h for t, h in self.upfront if t is fn), {})
         try:
-            rm = rewrite(fn, options_for(fn, strict=False, shape_conditions=shape, **hooks))
+            rm = rewrite(fn, options_for(fn, strict=False, shape_conditions=shape, lengths=True, **hooks))
         except UnbranchError as e:
             return e.reason
         if not rm.changed:
