@@ -36,6 +36,83 @@ from torch.utils import _pytree as pytree
 
 from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller, tracing
 
+# torch_export_rewrite(target=..., max_loop_iterations=...) sets these while open
+TARGET: str | None = None  # "executorch": lower loops to what ExecuTorch runs, or refuse at export
+MAX_ITERATIONS: int | None = None  # the user's bound on the trip count of loops no scan can count
+
+TARGETS = ("executorch",)
+
+
+def _origin() -> str:
+    """``file:line`` of the user's loop behind the first frame outside this module (the rewritten code)."""
+    import sys
+
+    from . import source_map
+
+    if torch.compiler.is_dynamo_compiling():
+        return origin_of_caller(0)  # frames are not inspectable under dynamo
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return source_map.describe(frame.f_code.co_filename, frame.f_lineno) if frame else "a loop"
+
+
+def _dynamic(values) -> bool:
+    return any(not isinstance(d, int) for v in values if isinstance(v, torch.Tensor) for d in v.shape)
+
+
+def _for_executorch(carry, where, construct: str = "for") -> None:
+    """Under ``target="executorch"``: refuse a loop ExecuTorch would run wrongly, at export.
+
+    Measured (ExecuTorch 1.4.1, portable runtime): a scan whose carried value has a dynamic
+    shape builds, then fails when run on another size than the example's
+    (``op_copy.cpp: tensor_is_broadcastable_to``); carries of fixed shape run right.
+    """
+    if TARGET == "executorch" and _dynamic(carry):
+        fail(
+            f"{where() if callable(where) else where}: this loop carries a value whose shape is dynamic; ExecuTorch "
+            "1.4 runs such a scan wrongly on other sizes (copy_ fails in op_copy.cpp). Carry values of fixed "
+            "size (e.g. write rows as out[i] = v, which becomes a per-step output), or export for another target",
+            construct,
+        )
+
+
+def _while(test, step, state, where) -> tuple:
+    """``while_loop(test, step, state)``; under ``target="executorch"``, which has no while_loop, a
+    scan of ``MAX_ITERATIONS`` steps whose step runs the body only while ``test`` holds (a ``cond``),
+    or an UnbranchError at export when no bound was given."""
+    if TARGET != "executorch":
+        from torch._higher_order_ops.while_loop import while_loop
+
+        return tuple(while_loop(test, step, state))
+    place = where()
+    if MAX_ITERATIONS is None:
+        fail(
+            f"{place}: ExecuTorch has no while_loop ('Unsupported control flow operator: while_loop'), and this "
+            "loop's trip count is no size a scan can take: give torch_export_rewrite(..., "
+            "max_loop_iterations=N) to run it as a scan of at most N steps",
+            "while",
+        )
+    _for_executorch(state, place, "while")
+    state = tuple(_counter(v) for v in state)
+
+    def scan_step(values, _):
+        go = _bool_tensor(test(*values))
+        new = torch.cond(go, lambda *v: tuple(step(*v)), lambda *v: tuple(t.clone() for t in v), tuple(values))
+        return tuple(new), ()
+
+    final, _ = _scan(scan_step, state, torch.arange(MAX_ITERATIONS), None)
+    # ExecuTorch removes runtime checks (RemoveGraphAssertsPass): the other backends make this one
+    message = f"{place}: this loop needs more than max_loop_iterations={MAX_ITERATIONS} steps"
+    torch._assert_async(torch.logical_not(_bool_tensor(test(*final))), message)
+    return final
+
+
+def _bool_tensor(p) -> torch.Tensor:
+    if isinstance(p, torch.Tensor):
+        return p if p.dtype == torch.bool else p != 0
+    return torch.scalar_tensor(p, dtype=torch.bool)
+
 
 def _as_tuple(out, n: int) -> tuple:
     if n == 0:
@@ -101,16 +178,49 @@ def _scan(step, carry, xs, device):
     from torch._higher_order_ops.scan import scan
 
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
-    state, ys = scan(step, init, xs)
-    return tuple(state)[: len(carry)], tuple(ys)
+
+    def with_output(state, x):
+        # a scan without per-step outputs does not compile in AOTInductor (torch 2.13: "getitem is
+        # not an OpOverload"): one 0-d output per step, dropped after the scan
+        new, ys = step(state, x)
+        return new, (*ys, new[0].new_zeros(()))
+
+    state, ys = scan(with_output, init, xs)
+    return tuple(state)[: len(carry)], tuple(ys)[:-1]
 
 
-def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=()):
+class _Row:
+    """What a scan step passes for a buffer the body writes one row of (``out[i] = v``, ``rows``):
+    it keeps the row, which the step returns as a per-step output instead of a copied buffer."""
+
+    def __init__(self, like: tuple, index):
+        (self.shape, self.dtype, self.device), self.index = like, index
+        self.value = None
+
+    def __setitem__(self, index, value):
+        index = index if isinstance(index, tuple) else (index,)
+        if index[0] is not self.index or self.value is not None or any(e != slice(None) for e in index[1:]):
+            fail("a loop body wrote its row buffer other than once at the loop index", "for")
+        value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
+        while value.dim() > len(self.shape) and value.shape[0] == 1:  # out[i] = v[None] drops it, as setitem does
+            value = value[0]
+        self.value = value.expand(self.shape)
+
+    def row(self) -> torch.Tensor:
+        if self.value is None:
+            fail("a loop body did not write its row at this step", "for")
+        return self.value
+
+
+def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=()):
     """``for i in range(*bounds): body`` -> ``scan``/``while_loop`` when a bound is a symbolic size.
 
     ``appends``: the lists the body appends one value to at each step (``outs.append(v)``); the
     body returns those values after the carried ones. Eagerly they are appended; under a scan
     they come back stacked (``Stacked``), for ``_ub.stack``/``_ub.cat`` after the loop.
+    ``rows``: the carries (among ``kept``) the body only writes, once per step at the index
+    (``out[i] = v``). Eagerly the body writes them; under a scan the step gets a ``_Row`` in
+    their place, its rows come back stacked and are copied into the buffer once, after the loop.
     """
     start, stop, step = _range_args(bounds)
     n, m = len(carry), len(appends)
@@ -122,20 +232,33 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=()):
             state = _append(_as_tuple(body(i, *state), n + m), n, appends)
         return _from_tuple((*state, *appends))
     if scannable:
+        _for_executorch(carry, _origin)
+        rows = tuple(k for k in rows if carry[k].dim() > 0)
+        loose = [k for k in range(n) if k not in rows]  # what the scan carries
+        # (the buffers' metadata read here: read in the step, they would become inputs of the scan)
+        like = {k: (carry[k].shape[1:], carry[k].dtype, carry[k].device) for k in rows}
 
         def scan_step(state, i):
-            out = _as_tuple(body(i, *_fresh_carry(state[:n], mutated)), n + m)
-            return fresh_outputs(out[:n], state) or (state[0] + 0,), fresh_outputs(out[n:], (*state, *out[:n]))
+            written = {k: _Row(like[k], i) for k in rows}
+            fresh = iter(_fresh_carry(state[: len(loose)], [j for j, k in enumerate(loose) if k in mutated]))
+            out = _as_tuple(body(i, *(written[k] if k in written else next(fresh) for k in range(n))), n + m)
+            new = tuple(out[k] for k in loose)
+            per_step = (*(written[k].row() for k in rows), *out[n:])
+            return fresh_outputs(new, state) or (state[0] + 0,), fresh_outputs(per_step, (*state, *new))
 
-        final, ys = _scan(scan_step, carry, torch.arange(stop), None)
-        return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
-    from torch._higher_order_ops.while_loop import while_loop
-
+        final, ys = _scan(scan_step, [carry[k] for k in loose], torch.arange(stop), None)
+        full = list(carry)
+        for j, k in enumerate(loose):
+            full[k] = final[j]
+        for j, k in enumerate(rows):
+            carry[k][:stop].copy_(ys[j])  # one copy of the rows, instead of one of the buffer per step
+        done = _write_back(carry, full, [k for k in mutated if k not in rows], kept)
+        return _from_tuple((*done, *_stacked(appends, ys[len(rows) :])))
     # a bound that is a tensor (an enclosing loop's index) goes in as a carried value: closed over,
     # it is lifted under the same name as that index inside an enclosing cond or scan, and dynamo's
     # codegen then fails ("duplicate argument 'child_3' in function definition")
     if isinstance(start, torch.Tensor) or isinstance(stop, torch.Tensor):
-        return _counted_with_bounds(start, stop, step, body, carry, mutated, kept)
+        return _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin)
 
     def test(k, *values):
         return k < stop if step > 0 else k > stop
@@ -145,13 +268,12 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=()):
         return (k + step, *fresh_outputs(out, values))
 
     counter = start if isinstance(start, torch.Tensor) else torch.full((), start, dtype=torch.long)
-    final = tuple(while_loop(test, loop_step, (counter, *carry)))[1:]
+    final = _while(test, loop_step, (counter, *carry), _origin)[1:]
     return _from_tuple(_write_back(carry, final, mutated, kept))
 
 
-def _counted_with_bounds(start, stop, step, body, carry, mutated, kept):
+def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin):
     """The while_loop of ``for_range`` with the stop carried (it is a tensor: see there)."""
-    from torch._higher_order_ops.while_loop import while_loop
 
     n = len(carry)
 
@@ -164,7 +286,7 @@ def _counted_with_bounds(start, stop, step, body, carry, mutated, kept):
 
     counter = start.clone() if isinstance(start, torch.Tensor) else torch.full((), start, dtype=torch.long)
     last = stop.clone() if isinstance(stop, torch.Tensor) else torch.full((), stop, dtype=torch.long)
-    final = tuple(while_loop(test, loop_step, (counter, last, *carry)))[2:]
+    final = _while(test, loop_step, (counter, last, *carry), _origin)[2:]
     return _from_tuple(_write_back(carry, final, mutated, kept))
 
 
@@ -253,6 +375,7 @@ def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zip
         carried = fresh_outputs(out[:count], (*state, *rows)) or (state[0] + 0,)
         return carried, fresh_outputs(out[count:], (*state, *rows, *carried))
 
+    _for_executorch(carry, _origin)
     final, ys = _scan(step, carry, xs, sources[0].device)
     return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
 
@@ -286,8 +409,6 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=()):
         if not pred:
             return _from_tuple(state)
         state = _as_tuple(body(*state), len(carry))
-    from torch._higher_order_ops.while_loop import while_loop
-
     # an int counter (``i = 0 ... i += 1``) goes in as a 0-d tensor: as a SymInt it fails once the
     # body also reads a parameter (measured); the compiler wrote its subscripts as ``_ub.at(t)[i]``
     state = tuple(_counter(v) for v in state)
@@ -300,7 +421,7 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=()):
     def step(*values):
         return fresh_outputs(_as_tuple(body(*_fresh_carry(values, mutated)), len(carry)), values)
 
-    return _from_tuple(_write_back(state, tuple(while_loop(test, step, state)), mutated, kept))
+    return _from_tuple(_write_back(state, _while(test, step, state, _origin), mutated, kept))
 
 
 def _counter(v):
