@@ -7,7 +7,8 @@ when it cannot take the program (at build time, or at run time when called).
 - ``module``: ``ep.module()``;
 - ``onnxruntime``: ``unbranch.onnx.export(ep)`` in onnxruntime's CPU provider;
 - ``aoti``: ``torch._inductor.aoti_compile_and_package`` then ``aoti_load_package``;
-- ``compile``: ``torch.compile(ep.module())`` (inductor);
+- ``compile``: ``torch.compile(ep.module())`` (inductor), run with
+  ``torch._dynamo.config.capture_scalar_outputs = True`` (scans need it, see ``compile_``);
 - ``executorch``: ``to_edge_transform_and_lower(ep).to_executorch()``, run by
   ``executorch.runtime`` (portable kernels): only where the ``executorch`` package imports.
 """
@@ -68,10 +69,13 @@ def aoti(ep, workdir):
 
 
 def compile_(ep, workdir):
+    """With ``capture_scalar_outputs``: inductor lowers a scan to a while_loop indexed by ``.item()``,
+    which fails without it (torch 2.13: ``DataDependentOutputException: aten._local_scalar_dense``)."""
+    torch._dynamo.reset()
     compiled = torch.compile(ep.module())
 
     def run(*args):
-        with torch.no_grad():
+        with torch.no_grad(), torch._dynamo.config.patch(capture_scalar_outputs=True):
             return _as_tuple(compiled(*args))
 
     return run

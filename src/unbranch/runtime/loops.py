@@ -254,26 +254,16 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=()):
             carry[k][:stop].copy_(ys[j])  # one copy of the rows, instead of one of the buffer per step
         done = _write_back(carry, full, [k for k in mutated if k not in rows], kept)
         return _from_tuple((*done, *_stacked(appends, ys[len(rows) :])))
-    # a bound that is a tensor (an enclosing loop's index) goes in as a carried value: closed over,
-    # it is lifted under the same name as that index inside an enclosing cond or scan, and dynamo's
-    # codegen then fails ("duplicate argument 'child_3' in function definition")
-    if isinstance(start, torch.Tensor) or isinstance(stop, torch.Tensor):
-        return _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin)
-
-    def test(k, *values):
-        return k < stop if step > 0 else k > stop
-
-    def loop_step(k, *values):
-        out = _as_tuple(body(k.clone(), *_fresh_carry(values, mutated)), n)
-        return (k + step, *fresh_outputs(out, values))
-
-    counter = start if isinstance(start, torch.Tensor) else torch.full((), start, dtype=torch.long)
-    final = _while(test, loop_step, (counter, *carry), _origin)[1:]
-    return _from_tuple(_write_back(carry, final, mutated, kept))
+    # the stop goes in as a carried 0-d tensor. Closed over, a tensor stop (an enclosing loop's
+    # index) is lifted under the same name as that index inside an enclosing cond or scan, and
+    # dynamo's codegen then fails ("duplicate argument 'child_3' in function definition"); a
+    # SymInt stop becomes an input of the while_loop that torch.compile's inductor cannot take
+    # ("A subgraph argument other than striding has been modified", torch 2.13)
+    return _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin)
 
 
 def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin):
-    """The while_loop of ``for_range`` with the stop carried (it is a tensor: see there)."""
+    """The while_loop of ``for_range``, the counter and the stop carried as 0-d tensors (see there)."""
 
     n = len(carry)
 
