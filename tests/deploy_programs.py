@@ -104,6 +104,16 @@ class Recurrence(torch.nn.Module):
         return acc
 
 
+class Previous(torch.nn.Module):
+    """The index in arithmetic: x[i - 1] reads the last row at i = 0, as Python's indexing wraps."""
+
+    def forward(self, x):
+        acc = torch.zeros(x.shape[1])
+        for i in range(x.shape[0]):
+            acc = acc * 0.5 + x[i - 1] * x[i]
+        return acc
+
+
 class FirstBig(torch.nn.Module):
     """A break on a tensor condition: lowered to a flag guarding the rest of the body."""
 
@@ -211,6 +221,14 @@ PROGRAMS = {
             Appends,
             rows(4),
             {"rows": (torch.randn(6, 4),)},
+        ),
+        Program(
+            "index-arithmetic",
+            "`for i in range(n): … x[i - 1] …`",
+            "scan, reads with `aten.index`",
+            Previous,
+            rows(3),
+            {"1 row": (torch.randn(1, 3),), "6 rows": (torch.randn(6, 3),)},
         ),
         Program(
             "range-from-one",

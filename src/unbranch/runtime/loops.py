@@ -32,6 +32,7 @@ from __future__ import annotations
 import builtins
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils import _pytree as pytree
 
 from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller, tracing
@@ -101,7 +102,7 @@ def _while(test, step, state, where) -> tuple:
         new = torch.cond(go, lambda *v: tuple(step(*v)), lambda *v: tuple(t.clone() for t in v), tuple(values))
         return tuple(new), ()
 
-    final, _ = _scan(scan_step, state, torch.arange(MAX_ITERATIONS), None)
+    final, _ = _scan(scan_step, state, torch.arange(MAX_ITERATIONS), None, False)
     # ExecuTorch removes runtime checks (RemoveGraphAssertsPass): the other backends make this one
     message = f"{place}: this loop needs more than max_loop_iterations={MAX_ITERATIONS} steps"
     torch._assert_async(torch.logical_not(_bool_tensor(test(*final))), message)
@@ -173,20 +174,22 @@ def _refuse_data_dependent(construct: str):
     )
 
 
-def _scan(step, carry, xs, device):
-    """(final carry, stacked per-step outputs)."""
+def _scan(step, carry, xs, device, outputs: bool):
+    """(final carry, stacked per-step outputs); ``outputs``: does ``step`` give any?"""
     from torch._higher_order_ops.scan import scan
 
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
+    if outputs:
+        state, ys = scan(step, init, xs)
+        return tuple(state)[: len(carry)], tuple(ys)
 
     def with_output(state, x):
         # a scan without per-step outputs does not compile in AOTInductor (torch 2.13: "getitem is
         # not an OpOverload"): one 0-d output per step, dropped after the scan
-        new, ys = step(state, x)
-        return new, (*ys, new[0].new_zeros(()))
+        return step(state, x)[0], state[0].new_zeros(())
 
-    state, ys = scan(with_output, init, xs)
-    return tuple(state)[: len(carry)], tuple(ys)[:-1]
+    state, _ = scan(with_output, init, xs)
+    return tuple(state)[: len(carry)], ()
 
 
 class _Row:
@@ -201,10 +204,14 @@ class _Row:
         index = index if isinstance(index, tuple) else (index,)
         if index[0] is not self.index or self.value is not None or any(e != slice(None) for e in index[1:]):
             fail("a loop body wrote its row buffer other than once at the loop index", "for")
-        value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
+        if not (isinstance(value, torch.Tensor) and value.dtype == self.dtype and value.device == self.device):
+            value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
         while value.dim() > len(self.shape) and value.shape[0] == 1:  # out[i] = v[None] drops it, as setitem does
             value = value[0]
-        self.value = value.expand(self.shape)
+        same = value.dim() == len(self.shape) and all(
+            statically_known_true(a == b) for a, b in zip(value.shape, self.shape)
+        )
+        self.value = value if same else value.expand(self.shape)  # (an expanded view is copied once more)
 
     def row(self) -> torch.Tensor:
         if self.value is None:
@@ -246,7 +253,7 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=()):
             per_step = (*(written[k].row() for k in rows), *out[n:])
             return fresh_outputs(new, state) or (state[0] + 0,), fresh_outputs(per_step, (*state, *new))
 
-        final, ys = _scan(scan_step, [carry[k] for k in loose], torch.arange(stop), None)
+        final, ys = _scan(scan_step, [carry[k] for k in loose], torch.arange(stop), None, bool(rows) or m > 0)
         full = list(carry)
         for j, k in enumerate(loose):
             full[k] = final[j]
@@ -366,7 +373,7 @@ def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zip
         return carried, fresh_outputs(out[count:], (*state, *rows, *carried))
 
     _for_executorch(carry, _origin)
-    final, ys = _scan(step, carry, xs, sources[0].device)
+    final, ys = _scan(step, carry, xs, sources[0].device, m > 0)
     return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
 
 
@@ -513,7 +520,9 @@ def _chained(t, index):
             dim += 1
             seen += 1
         elif isinstance(e, torch.Tensor):
-            t = t.index_select(dim, _wrapped(e, t, dim).reshape(1)).squeeze(dim)
+            # one aten.index with the 0-d index (negative ones wrap, as in Python): per scan step
+            # it is one op where index_select needs the wrap, a reshape and a squeeze (five)
+            t = torch.ops.aten.index.Tensor(t, [None] * dim + [e])
             seen += 1
         else:
             t = t.select(dim, e)
