@@ -193,16 +193,16 @@ def _scan(step, carry, xs, device, outputs: bool):
 
 
 class _Row:
-    """What a scan step passes for a buffer the body writes one row of (``out[i] = v``, ``rows``):
-    it keeps the row, which the step returns as a per-step output instead of a copied buffer."""
+    """What a scan step passes for a buffer the body writes one row of (``rows``); the body's
+    ``out = write_row(out, i, v)`` gives back another ``_Row`` holding ``v``, which the step
+    returns as a per-step output instead of a copied buffer. (Immutable: dynamo loses an
+    attribute set on a Python object after a cond nested in the scan step, measured.)"""
 
-    def __init__(self, like: tuple, index):
-        (self.shape, self.dtype, self.device), self.index = like, index
-        self.value = None
+    def __init__(self, like: tuple, index, value=None):
+        (self.shape, self.dtype, self.device), self.index, self.value = like, index, value
 
-    def __setitem__(self, index, value):
-        index = index if isinstance(index, tuple) else (index,)
-        if index[0] is not self.index or self.value is not None or any(e != slice(None) for e in index[1:]):
+    def written(self, index, value) -> _Row:
+        if index is not self.index or self.value is not None:
             fail("a loop body wrote its row buffer other than once at the loop index", "for")
         if not (isinstance(value, torch.Tensor) and value.dtype == self.dtype and value.device == self.device):
             value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
@@ -211,12 +211,23 @@ class _Row:
         same = value.dim() == len(self.shape) and all(
             statically_known_true(a == b) for a, b in zip(value.shape, self.shape)
         )
-        self.value = value if same else value.expand(self.shape)  # (an expanded view is copied once more)
+        value = value if same else value.expand(self.shape)  # (an expanded view is copied once more)
+        return _Row((self.shape, self.dtype, self.device), index, value)
 
     def row(self) -> torch.Tensor:
         if self.value is None:
             fail("a loop body did not write its row at this step", "for")
         return self.value
+
+
+def write_row(buffer, index, value):
+    """``buffer[index] = value`` as a statement that gives the buffer back: the row store of a
+    loop listed in ``rows`` (``out = write_row(out, i, v)``). Eagerly it is that store, on the
+    buffer itself; in a scan step ``buffer`` is a ``_Row`` and the row is returned in a new one."""
+    if isinstance(buffer, _Row):
+        return buffer.written(index, value)
+    at(buffer)[index] = value
+    return buffer
 
 
 def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=()):
@@ -250,7 +261,7 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=()):
             fresh = iter(_fresh_carry(state[: len(loose)], [j for j, k in enumerate(loose) if k in mutated]))
             out = _as_tuple(body(i, *(written[k] if k in written else next(fresh) for k in range(n))), n + m)
             new = tuple(out[k] for k in loose)
-            per_step = (*(written[k].row() for k in rows), *out[n:])
+            per_step = (*(out[k].row() for k in rows), *out[n:])
             return fresh_outputs(new, state) or (state[0] + 0,), fresh_outputs(per_step, (*state, *new))
 
         final, ys = _scan(scan_step, [carry[k] for k in loose], torch.arange(stop), None, bool(rows) or m > 0)
