@@ -217,7 +217,8 @@ def cond_vs_where(sizes, repeats: int, backends) -> dict:
         for model in (CondSmall(), WhereSmall()):
             sub = Path(workdir) / type(model).__name__
             sub.mkdir()
-            built[type(model).__name__] = (model, runners_for(_export(model, (torch.randn(8, 4),)), backends, sub))
+            example = (torch.randn(max(sizes), 4),)  # ExecuTorch plans memory for the example's size
+            built[type(model).__name__] = (model, runners_for(_export(model, example), backends, sub))
         for n in sizes:
             for side, scale in (("then", 10.0), ("else", 0.001)):
                 args = (torch.randn(n, 4) * scale,)
