@@ -12,6 +12,7 @@ from .arguments import (
     TRANSFORM_KEYWORDS,
     check_arguments,
     check_hooks,
+    check_target,
     check_type,
     targets,
 )
@@ -90,6 +91,8 @@ def torch_export_rewrite(
     model=None,
     strict: bool = False,
     lower_under_compile: bool = False,
+    target: str | None = None,
+    max_loop_iterations: int | None = None,
     **unknown,
 ):
     """Swap in rewritten code for what ``rewrite`` names while inside the ``with`` block.
@@ -102,6 +105,10 @@ def torch_export_rewrite(
     exception) every original code object is restored and the runtime global removed.
     ``lower_under_compile`` also lowers to cond/scan/while_loop under ``torch.compile``
     while open (by default compiled code runs the plain Python branches, as the original).
+    ``target="executorch"`` lowers loops to what ExecuTorch runs (it has no ``while_loop``: a
+    loop no scan can count runs as a scan of at most ``max_loop_iterations`` steps) and
+    raises UnbranchError at export for a loop it cannot run (no bound given, a carried value of
+    dynamic shape).
     """
     check_arguments("torch_export_rewrite", extra, unknown, CONTEXT_KEYWORDS)
     check_type("torch_export_rewrite", "verbose", verbose, int)
@@ -111,9 +118,17 @@ def torch_export_rewrite(
         raise UnbranchError(
             f"torch_export_rewrite() expects model to be an nn.Module, got {model!r}", construct="arguments"
         )
+    check_target(target, max_loop_iterations)
     named, models = targets(rewrite)
+    loops = {"target": target, "max_loop_iterations": max_loop_iterations}
     return session(
-        named, models + ([model] if model is not None else []), dump_rewriting, verbose, strict, lower_under_compile
+        named,
+        models + ([model] if model is not None else []),
+        dump_rewriting,
+        verbose,
+        strict,
+        lower_under_compile,
+        loops,
     )
 
 

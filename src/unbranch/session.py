@@ -12,6 +12,7 @@ from .guided import Guide, why_left
 from .report import Report, dump, say
 from .rewriting import MODEL_OPTIONS, options_for, rewrite
 from .runtime import _tracing
+from .runtime import loops as _loops
 from .source import innermost_function
 from .swap import swapped_in
 
@@ -74,16 +75,20 @@ def guided_exports(report: Report):
 
 
 @contextlib.contextmanager
-def session(named, models, dump_rewriting, verbose, strict, lower_under_compile):
-    """The context manager torch_export_rewrite returns; yields the Report."""
+def session(named, models, dump_rewriting, verbose, strict, lower_under_compile, loops=None):
+    """The context manager torch_export_rewrite returns; yields the Report. ``loops``: the
+    deployment target and loop bound the runtime lowers loops for (``runtime.loops.TARGET``)."""
     report = plan(named, models, strict)
     for rm in report.rewritten:
         say(verbose, rm)
         if dump_rewriting:
             dump(dump_rewriting, rm)
     compiling = _tracing.LOWER_UNDER_COMPILE
+    saved = _loops.TARGET, _loops.MAX_ITERATIONS
     try:
         _tracing.LOWER_UNDER_COMPILE = compiling or lower_under_compile
+        if loops and loops.get("target") is not None:
+            _loops.TARGET, _loops.MAX_ITERATIONS = loops["target"], loops.get("max_loop_iterations")
         with swapped_in(report.rewritten), guided_exports(report) if models else contextlib.nullcontext():
             try:
                 yield report
@@ -94,6 +99,7 @@ def session(named, models, dump_rewriting, verbose, strict, lower_under_compile)
                 raise better from e
     finally:
         _tracing.LOWER_UNDER_COMPILE = compiling
+        _loops.TARGET, _loops.MAX_ITERATIONS = saved
 
 
 def _explained(e: Exception, report: Report) -> Exception:
