@@ -15,7 +15,7 @@ from typing import ClassVar
 import libcst as cst
 
 from ..analysis.classify import TENSOR, UNKNOWN
-from ..analysis.effects import block_effects
+from ..analysis.effects import block_effects, closures
 from ..analysis.liveness import analyse_function, live_in
 from ..analysis.names import block_writes, expr_reads
 from ..context import taken_names
@@ -101,7 +101,8 @@ class AtSubscripts(Inheriting):
         self.indices, self.runtime = set(indices), runtime
 
     def visit_Lambda(self, node):
-        return False
+        # a lambda runs in the step too (a conditional expression's sides): unless it rebinds an index
+        return not (self.indices & {p.name.value for p in node.params.params})
 
     def _is_at(self, value) -> bool:
         f = value.func if isinstance(value, cst.Call) else None
@@ -114,6 +115,47 @@ class AtSubscripts(Inheriting):
             return updated
         at = cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name("at")), [cst.Arg(updated.value)])
         return updated.with_changes(value=at)
+
+    def leave_BooleanOperation(self, original, updated):
+        """``a and x[i]``: a traced condition reads the right operand even where Python would not."""
+        return updated.with_changes(right=updated.right.visit(_Clamped(self.runtime)))
+
+    def leave_Call(self, original, updated):
+        f = updated.func
+        if self._is_at(updated) or not (
+            isinstance(f, cst.Attribute) and f.attr.value in ("and_", "or_") and len(updated.args) == 2
+        ):
+            return updated
+        if not (isinstance(f.value, cst.Name) and f.value.value == self.runtime):
+            return updated
+        right = updated.args[1].with_changes(value=updated.args[1].value.visit(_Clamped(self.runtime)))
+        return updated.with_changes(args=[updated.args[0], right])
+
+
+class _Clamped(cst.CSTTransformer):
+    """``_ub.at(t)`` -> ``_ub.at(t, clamped=True)``: a read only a short circuit keeps in range."""
+
+    def __init__(self, runtime: str):
+        self.runtime = runtime
+
+    def leave_Call(self, original, updated):
+        f = updated.func
+        if (
+            isinstance(f, cst.Attribute)
+            and isinstance(f.value, cst.Name)
+            and f.value.value == self.runtime
+            and f.attr.value == "at"
+            and len(updated.args) == 1
+        ):
+            clamped = cst.Arg(
+                cst.Name("True"),
+                keyword=cst.Name("clamped"),
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+                ),
+            )
+            return updated.with_changes(args=[*updated.args, clamped])
+        return updated
 
 
 class _Unwrapped(cst.CSTTransformer):
@@ -228,7 +270,11 @@ class LoopRule(Pass):
         effects = block_effects(body, ctx.mutating_helpers)
         writes = block_writes(body) - set(exclude)
         live_after = facts.live_out.get(node, set())
+        # (a nested function defined elsewhere reads the enclosing cell whenever it is called)
+        inside = {c.name for c in closures(node)}
+        seen_by_closures = {n for c in ctx.closures if c.name not in inside for n in c.reads}
         needed = live_in(body, set()) | expr_reads(test) | live_after | live_in(list(after), live_after)
+        needed |= seen_by_closures
         changed = effects.mutated & live_in(body, set()) & before  # out[i] = v: each step sees the last
         order = [cst.SimpleStatementLine([cst.Expr(test)])] if test is not None else []
         names = in_order(((writes & needed) | changed) - set(exclude) & facts.locals, [*order, *body])

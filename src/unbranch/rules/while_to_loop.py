@@ -14,9 +14,13 @@ other ``break`` keeps the loop plain Python.
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
+from ..analysis.names import expr_reads, target_names
 from ..normalise.boolean_ops import runtime_predicate
+from ..normalise.condition_forms import ConditionForms
 from ..passes import Refused, Rewrite, Unchanged
 from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal
 from ._util import tuple_node
@@ -119,6 +123,10 @@ class WhileToLoop(LoopRule):
     def leave_While(self, original: cst.While, updated: cst.While):
         return self.rewrite(original, updated)
 
+    @functools.cached_property
+    def forms(self) -> ConditionForms:
+        return ConditionForms(self.fn, self.ctx)
+
     def plan(self, original: cst.While, updated: cst.While) -> LoopPlan | Refusal:
         if original.orelse is not None:
             return Refusal("a while loop with an else clause")
@@ -130,12 +138,33 @@ class WhileToLoop(LoopRule):
             return Refusal("nothing the loop condition reads changes in the loop")
         names = state.names
         counters = _counters(body, names)
-        if counters:
+        # a flag the test reads, set from data in the body (``changed = bool((y != x).any())``): a
+        # tensor under export, as the test itself is
+        tested = expr_reads(test)
+        body = [s.visit(_TruthOf(tested, self.forms)) for s in body]
+        if counters:  # the counter, a tensor in a while_loop, indexes the test as well as the body
             at = AtSubscripts(counters, self.ctx.runtime, self.ctx.origins)
-            body = [s.visit(at) for s in body]
+            body, test = [s.visit(at) for s in body], test.visit(at)
         functions = [
             Function("cond", names, [cst.SimpleStatementLine([cst.Return(runtime_predicate(test, self.ctx))])], []),
             Function("body", names, body, names),
         ]
         positional = ["cond", "body", tuple_node(names)]
         return LoopPlan("while_stmt", functions, positional, state.keywords(), names, kind="while_loop")
+
+
+class _TruthOf(cst.CSTTransformer):
+    """``flag = bool(t)`` (any truth form) for a name the loop test reads -> ``flag = _ub.bool_(t)``."""
+
+    def __init__(self, names, forms: ConditionForms):
+        self.names, self.forms = names, forms
+
+    def visit_FunctionDef(self, node):
+        return False
+
+    visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def leave_Assign(self, original, updated):
+        if len(updated.targets) == 1 and target_names(updated.targets[0].target) <= self.names:
+            return updated.with_changes(value=self.forms.truth(updated.value))
+        return updated

@@ -147,21 +147,30 @@ def _all_tensors(values) -> bool:
 
 
 def _fresh_carry(state, mutated):
-    """The carried values a traced step may change in place, cloned (loop ops forbid input mutation)."""
-    return tuple(v.clone() if k in mutated else v for k, v in enumerate(state))
+    """The carried values a traced step may change in place, cloned (loop ops forbid input mutation);
+    a dict or list a step updates (``stats["sum"] = ...``) is a new one holding clones of its tensors."""
+    return tuple(pytree.tree_map_only(torch.Tensor, torch.clone, v) if k in mutated else v for k, v in enumerate(state))
 
 
 def _write_back(carry, final, mutated, kept) -> tuple:
     """Copy what the loop left in in-place-changed carries into the originals (their aliases see it).
 
-    The carries in ``kept`` were only ever changed in place: they come back as the originals.
+    The carries in ``kept`` were only ever changed in place: they come back as the originals. A
+    dict or list the loop updated gets the entries the loop left (as ``d[k] = v`` rebinds them).
     """
     final = list(final)
     for k in mutated:
         if isinstance(carry[k], torch.Tensor):
             carry[k].copy_(final[k])
-            if k in kept:
-                final[k] = carry[k]
+        elif isinstance(carry[k], dict):
+            carry[k].clear()
+            carry[k].update(final[k])
+        elif isinstance(carry[k], list):
+            carry[k][:] = list(final[k])
+        else:
+            continue
+        if k in kept:
+            final[k] = carry[k]
     return tuple(final)
 
 
@@ -186,7 +195,7 @@ def _scan(step, carry, xs, device, outputs: bool):
     def with_output(state, x):
         # a scan without per-step outputs does not compile in AOTInductor (torch 2.13: "getitem is
         # not an OpOverload"): one 0-d output per step, dropped after the scan
-        return step(state, x)[0], state[0].new_zeros(())
+        return step(state, x)[0], pytree.tree_leaves(state)[0].new_zeros(())
 
     state, _ = scan(with_output, init, xs)
     return tuple(state)[: len(carry)], ()
@@ -441,11 +450,11 @@ def _counter(v):
 class _At:
     """``t`` under tracing, indexed by the loop index (a 0-d integer tensor there)."""
 
-    def __init__(self, tensor):
-        self.tensor = tensor
+    def __init__(self, tensor, clamped: bool = False):
+        self.tensor, self.clamped = tensor, clamped
 
     def __getitem__(self, index):
-        view = _chained(self.tensor, index)
+        view = _chained(self.tensor, index, self.clamped)
         return self.tensor[index] if view is None else view
 
     def __setitem__(self, index, value):
@@ -507,9 +516,10 @@ def _result_dim(index, position) -> int:
     return dim
 
 
-def _chained(t, index):
+def _chained(t, index, clamped: bool = False):
     """``t[index]`` as select/index_select/slice/unsqueeze steps (ints, SymInts, 0-d integer tensors,
-    slices, None, Ellipsis); None for anything else (left to torch's own indexing)."""
+    slices, None, Ellipsis); None for anything else (left to torch's own indexing). ``clamped``: a
+    0-d index out of range reads the nearest row (see ``at``)."""
     index = index if isinstance(index, tuple) else (index,)
     if not all(
         isinstance(e, (int, torch.SymInt, slice, type(None), type(Ellipsis)))
@@ -531,6 +541,8 @@ def _chained(t, index):
             dim += 1
             seen += 1
         elif isinstance(e, torch.Tensor):
+            if clamped:
+                e = e.clamp(-t.shape[dim], t.shape[dim] - 1)
             # one aten.index with the 0-d index (negative ones wrap, as in Python): per scan step
             # it is one op where index_select needs the wrap, a reshape and a squeeze (five)
             t = torch.ops.aten.index.Tensor(t, [None] * dim + [e])
@@ -541,13 +553,16 @@ def _chained(t, index):
     return t
 
 
-def at(tensor):
+def at(tensor, clamped: bool = False):
     """``at(t)[i - 1]``, ``at(out)[i, :] = v``: indexing by the loop index (eagerly: ``t`` itself).
 
     Under tracing the index is a 0-d tensor, which Python's indexing would turn into an int
     (``.item()``: "Could not extract specialized integer"); ``at`` reads with
-    ``index_select`` and writes with ``index_put_`` instead.
+    ``index_select`` and writes with ``index_put_`` instead. ``clamped`` marks a read in the
+    right operand of ``and``/``or``, which a traced condition evaluates even where Python's
+    short circuit would not (``i < n and x[i] > 0`` at ``i == n``): it reads a row in range,
+    whose value the left operand makes irrelevant.
     """
     if tracing() and isinstance(tensor, torch.Tensor):
-        return _At(tensor)
+        return _At(tensor, clamped)
     return tensor
