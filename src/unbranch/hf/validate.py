@@ -223,8 +223,8 @@ def subject(target: str) -> Subject:
 
     if target in MODELS:
         return ZooSubject(target)
-    if os.path.exists(target):
-        cls, config = factory.from_config_file(target)
+    if os.path.exists(target) or target.endswith(".json"):
+        cls, config = factory.from_config_file(target)  # OSError, ValueError: which file and what is wrong
         made = Subject(os.path.basename(os.path.abspath(target)), lambda dtype: factory.tiny_model(cls, config=config))
         made.source = "config"
         return made
@@ -265,19 +265,21 @@ def validate(name: str | Subject, dtype=torch.float16, strict: bool = False, onn
             res.built = error_line(e)
         if not res.built:
             _exports(res, subj, model, example, shapes, strict, onnx)
-    res.log = log.getvalue()
+    res.log = log.text()  # blank lines dropped (torch logs empty records around its graph dumps)
     res.seconds = time.perf_counter() - start
     return res
 
 
 def _exports(res: Result, subj: Subject, model, example, shapes, strict: bool, onnx: bool) -> None:
     plain = ep = report = None
+    print("--- plain torch.export.export ---")  # headings in the captured log (-v)
     try:
         plain = _export(model, example, shapes, strict)  # expected to fail: torch logs its partial graph
         res.plain = "ok"
     except Exception as e:
         res.plain, res.plain_where = error_line(e), _where(e)
         res.plain_control_flow = bool(CONTROL_FLOW.search(str(e)))
+    print("--- torch.export.export inside torch_export_rewrite(model) ---")
     try:
         with torch_export_rewrite(model) as report:
             ep = _export(model, example, shapes, strict)
@@ -286,6 +288,7 @@ def _exports(res: Result, subj: Subject, model, example, shapes, strict: bool, o
     except Exception as e:
         res.rewritten, res.rewritten_where = error_line(e), _where(e)
     if ep is not None or plain is not None:
+        print("--- the exported programs against eager" + (", ONNX conversion ---" if onnx else " ---"))
         cases = subj.cases(model, example, shapes, getattr(torch, res.dtype))
         _compare(res, cases, plain, ep, report, (example, shapes, strict) if onnx and ep is not None else None)
 
