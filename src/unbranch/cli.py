@@ -110,6 +110,7 @@ def _details(r) -> str:
             lines.append(f"{label}: " + ("ok" if outcome == "ok" else f"{outcome} at {where or '?'}"))
         if r.methods:
             lines.append(f"rewrote: {', '.join(r.methods)}")
+        lines += [f"catalogue entry no longer applies, left out: {entry}" for entry in r.stale]
     if r.log.strip():
         lines += ["--- what torch printed ---", r.log.rstrip()]
     return "\n".join(lines) + "\n"
@@ -198,6 +199,8 @@ def _table(results) -> None:
             )
         if r.methods:
             print(f"{r.model}: rewrote {', '.join(r.methods)}")
+        for entry in r.stale:
+            print(f"{r.model}: catalogue entry no longer applies, left out: {entry}")
 
 
 def _onnx_cell(r) -> str:
@@ -285,10 +288,12 @@ def _rewrite(args) -> int:
     return 0
 
 
-def _write(directory: str, rm, stem: str | None = None) -> list[str]:
+def _write(directory: str, rm, stem: str | None = None, header: str = "") -> list[str]:
     os.makedirs(directory, exist_ok=True)
     base = os.path.join(directory, stem or rm.qualname.replace("<locals>", "locals"))
-    header = f"# unbranch rewrite of {rm.qualname} ({rm.function.__module__}); `unbranch emit` regenerates it\n"
+    header = (
+        header or f"# unbranch rewrite of {rm.qualname} ({rm.function.__module__}); `unbranch emit` regenerates it\n"
+    )
     files = {base + ".py": header + rm.code, base + ".diff": rm.diff().replace(rm.source.path, rm.function.__module__)}
     for path, text in files.items():
         with open(path, "w") as f:
@@ -297,18 +302,57 @@ def _write(directory: str, rm, stem: str | None = None) -> list[str]:
 
 
 def emit(directory: str) -> list[str]:
-    """Write the rewritten source and diff of every catalogue entry under ``directory``."""
+    """Write the rewritten source and diff of every catalogue entry under ``directory``, and one per recipe.
+
+    A recipe's file shows its rewrite of the first class it picks and lists all of them. Every
+    entry must still apply to the installed transformers: else one UnbranchError names each
+    that does not, and nothing is written.
+    """
+    import transformers
+
     from .api import transform_method
-    from .hf.catalog import CATALOGUE, resolve
+    from .hf.catalog import CATALOGUE, RECIPES, recipe_entries, recipe_modules, resolve
     from .rewriting import MODEL_OPTIONS
 
-    written = []
+    planned, stale = [], []
+
+    def build(module, qualname, hooks):
+        try:
+            return transform_method(resolve(module, qualname), **MODEL_OPTIONS, **hooks)
+        except (UnbranchError, ImportError, AttributeError) as e:
+            stale.append(f"{module}:{qualname}: {e}")
+
     for module, entries in sorted(CATALOGUE.items()):
         family = module.split(".")[-2] if module.startswith("transformers.models.") else module
         for qualname, hooks in sorted(entries.items()):
-            rm = transform_method(resolve(module, qualname), **MODEL_OPTIONS, **hooks)
-            written += _write(os.path.join(directory, family), rm, qualname)
-    return written
+            if rm := build(module, qualname, hooks):
+                planned.append((os.path.join(directory, family), rm, qualname, ""))
+    for recipe in RECIPES:
+        uses = []
+        for module in recipe_modules():
+            try:
+                importlib.import_module(module)
+            except ImportError:  # a model needing a library that is not installed
+                continue
+            uses += [(module, q) for q, h in recipe_entries(module).items() if h is recipe.hooks]
+        built = [build(m, q, recipe.hooks) for m, q in uses]
+        if not uses:
+            stale.append(f"recipe {recipe.name}: its trigger matches no class")
+        elif all(built):
+            listing = "".join(f"#   {m}:{q}\n" for m, q in uses)
+            header = (
+                f"# unbranch recipe {recipe.name}, shown on {built[0].qualname} ({built[0].function.__module__});"
+                f" `unbranch emit` regenerates it.\n# It rewrites the {recipe.method} of these {len(uses)} classes,"
+                f" picked by their source matching the pattern\n#   {recipe.trigger.pattern}\n"
+                f"# in this version:\n{listing}"
+            )
+            planned.append((os.path.join(directory, "recipes"), built[0], recipe.name, header))
+    if stale:
+        raise UnbranchError(
+            f"{len(stale)} catalogue entries do not apply to transformers {transformers.__version__} "
+            f"(nothing written): {'; '.join(stale)}"
+        )
+    return [path for args in planned for path in _write(*args)]
 
 
 def _emit(args) -> int:

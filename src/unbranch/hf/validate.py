@@ -27,6 +27,7 @@ from torch.utils import _pytree as pytree
 from .._quiet import quiet
 from ..api import torch_export_rewrite
 from ..report import cond_nodes, observe_branches
+from .catalog import stale_entries
 from .zoo import MODELS
 
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 5e-2}
@@ -61,6 +62,7 @@ class Result:
     onnx_diff: dict = field(default_factory=dict)  # inputs -> max |onnxruntime - eager| (per tensor)
     dropped_checks: list = field(default_factory=list)  # messages of the checks the ONNX model does not make
     dropped_assertions: int = 0  # and how many data-dependent assertions (torch._check, .item() ranges)
+    stale: list = field(default_factory=list)  # catalogue entries for its classes that no longer apply (why)
     seconds: float = 0.0
     log: str = ""  # what torch and onnx printed, captured (shown with -v)
 
@@ -264,6 +266,7 @@ def validate(name: str | Subject, dtype=torch.float16, strict: bool = False, onn
         except Exception as e:
             res.built = error_line(e)
         if not res.built:
+            res.stale = stale_entries(model)
             _exports(res, subj, model, example, shapes, strict, onnx)
     res.log = log.text()  # blank lines dropped (torch logs empty records around its graph dumps)
     res.seconds = time.perf_counter() - start
