@@ -288,6 +288,7 @@ class Classifier:
         self.tensor_names: set[str] = set()
         self.shape_names: set[str] = set()
         self.params: set[str] = set()
+        self.tensor_attributes: frozenset = frozenset()  # ``self.<name>`` known to hold tensors (discovery)
         self._memo: dict[str, str] = {}
 
     @classmethod
@@ -397,6 +398,8 @@ class Classifier:
         dotted = _dotted(e)
         if dotted and dotted[0] == "torch":
             return STATIC  # torch.float16, torch.jit...
+        if len(dotted) == 2 and dotted[0] == self.self_name and dotted[1] in self.tensor_attributes:
+            return TENSOR  # a parameter or buffer of the module discovery reads this method for
         if dotted and self.hints.static_attribute_parts.intersection(dotted):
             return STATIC  # (hint) self.config.x
         if dotted and self.hints.self_attributes and dotted[0] == self.self_name and len(dotted) == 2:
@@ -463,7 +466,22 @@ class Classifier:
             return first is not None and not isinstance(first, ast.Starred) and self.loop_candidate(first)
         if isinstance(iterable, ast.Name) and iterable.id in self.params:
             return True  # `for row in x` over an argument: usually a tensor; the runtime checks
-        return self.kind(iterable) in (SHAPE, TENSOR)
+        # (a SHAPE iterable, ``x.shape[-2:]``, is a tuple of sizes: a plain Python loop, never a scan)
+        return self.kind(iterable) == TENSOR
+
+    def on_data(self, fn: ast.FunctionDef) -> bool:
+        """Is there a construct on tensor data in ``fn``: a TENSOR condition, a loop over a tensor or over sizes?
+
+        What model discovery asks (flags, None tests and size tests alone do not count).
+        """
+        for node in _own_nodes(fn):
+            if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and self.kind(node.test) == TENSOR:
+                return True
+            if isinstance(node, ast.For) and self.loop_candidate(node.iter):
+                it = node.iter
+                if isinstance(it, ast.Call) and getattr(it.func, "id", None) == "range" or self.kind(it) == TENSOR:
+                    return True  # (not ``for row in x`` over an argument, which may be a list)
+        return False
 
     def candidates(self, fn: ast.FunctionDef) -> set[str]:
         """What in ``fn`` a rule may rewrite: {"if", "assert", "loop", "ifexp"} (a cheap screen; rules decide)."""

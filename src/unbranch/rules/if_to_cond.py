@@ -254,15 +254,3 @@ class IfToCond(Pass):
                     "(which object that change reaches depends on the branch: a cond cannot express it)"
                 )
         return None
-        before, after = surroundings(self.fn, node)
-        # a parameter rebound before the if on every path holds a fresh object: nobody else sees it
-        fresh = block_effects(before).rebound
-        one_sided = [n for n in one_sided if n in self.fn_effects.aliased or n not in fresh]
-        later = block_effects(after, self.ctx.mutating_helpers).mutated
-        for n in one_sided:
-            if n in later:
-                return (
-                    f"'{n}' is rebound in one branch only and changed in place after the if "
-                    "(which object that change reaches depends on the branch: a cond cannot express it)"
-                )
-        return None

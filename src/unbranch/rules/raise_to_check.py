@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.classify import STATIC, TENSOR
+from ..analysis.classify import STATIC
 from ..analysis.liveness import orelse_body
 from ..context import Note
 from ..normalise.boolean_ops import runtime_predicate
@@ -181,7 +181,8 @@ class RaiseToCheck(Pass):
         failed = runtime_predicate(cst.UnaryOperation(cst.Not(), updated.test), self.ctx)
         message = [cst.Arg(updated.msg)] if updated.msg is not None else []
         exc = cst.Call(cst.Name("AssertionError"), message)
-        self.ctx.notes.append(Note(self.ctx.line_of(original), "check", "assert -> _ub.raise_if", TENSOR))
+        kind = self.ctx.classifier.kind(original.test)
+        self.ctx.notes.append(Note(self.ctx.line_of(original), "check", "assert -> _ub.raise_if", kind))
         return cst.Expr(self._raise_if(failed, exc))
 
 

@@ -180,7 +180,9 @@ def _unaliased(tensors) -> tuple:
 
 
 def _offset_is_data(t) -> bool:
-    offset = t.storage_offset() if t._base is not None else 0
+    if t._base is None or torch.compiler.is_dynamo_compiling():
+        return False  # (strict export: dynamo cannot read an offset, and takes such views itself)
+    offset = t.storage_offset()
     return isinstance(offset, torch.SymInt) and bool(free_unbacked_symbols(offset))
 
 
