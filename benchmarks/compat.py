@@ -3,10 +3,12 @@
     python benchmarks/compat.py                                   # the whole matrix (~1 h, several GB)
     python benchmarks/compat.py --torch 2.14.1 --transformers 5.24.0   # one cell (its row is replaced)
 
-Not part of CI: CI runs the pinned set of constraints.txt. Each torch release gets a venv under
-``--venvs`` (made with ``python -m venv``, nothing shared with the system's site-packages), torch
-installed first, then this checkout (``-e .[test,onnx]``, the other pins of constraints.txt kept)
-with the transformers release of the cell; transformers is swapped in the same venv between cells.
+Not part of CI: CI runs the pinned set of constraints.txt. The commit tested is HEAD, exported
+(``git archive``) to a directory of its own, so the working tree may change during the run. Each
+torch release gets a venv under ``--venvs`` (made with ``python -m venv``, nothing shared with the
+system's site-packages), torch installed first, then that copy (``-e .[test,onnx]``, the other pins
+of constraints.txt kept) with the transformers release of the cell; transformers is swapped in the
+same venv between cells.
 The suite runs as CI runs it, without the slow tests (``-m "not slow"``). Results go to
 ``results/compat.json``, one row per cell (versions, passed/failed, the failures' ids and first
 lines), rows of earlier runs kept unless the cell is run again.
@@ -46,11 +48,11 @@ def installed(python: Path, package: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def pins_without(*names: str) -> Path:
+def pins_without(tree: Path, *names: str) -> Path:
     """constraints.txt less the packages the matrix varies."""
     lines = [
         ln
-        for ln in (ROOT / "constraints.txt").read_text().splitlines()
+        for ln in (tree / "constraints.txt").read_text().splitlines()
         if ln.split("==")[0].strip().lower() not in names
     ]
     f = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
@@ -59,8 +61,20 @@ def pins_without(*names: str) -> Path:
     return Path(f.name)
 
 
-def prepare(venv: Path, torch: str, transformers: str) -> Path:
-    """A venv holding ``torch``, this checkout (editable) and ``transformers``; its python."""
+def snapshot(venvs: Path) -> tuple[Path, str]:
+    """HEAD of this checkout, exported to a directory under ``venvs``; (that directory, the short commit)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    commit = head.stdout.strip()
+    tree = venvs / f"unbranch-{commit}"
+    if not tree.exists():
+        tree.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree, commit
+
+
+def prepare(venv: Path, tree: Path, torch: str, transformers: str) -> Path:
+    """A venv holding ``torch``, ``tree`` (editable) and ``transformers``; its python."""
     python = venv / "bin" / "python"
     if not python.exists():
         sh([sys.executable, "-m", "venv", str(venv)])
@@ -68,10 +82,10 @@ def prepare(venv: Path, torch: str, transformers: str) -> Path:
     if installed(python, "torch").split("+")[0] != torch:
         # torch alone first: the project's own requirement would otherwise pick the newest
         sh([str(python), "-m", "pip", "install", "--quiet", "--no-cache-dir", f"torch=={torch}"])
-    pins = pins_without("torch", "transformers")
+    pins = pins_without(tree, "torch", "transformers")
     try:
         sh(
-            [str(python), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[test,onnx]", "-c", str(pins)]
+            [str(python), "-m", "pip", "install", "--quiet", "-e", f"{tree}[test,onnx]", "-c", str(pins)]
             + [f"torch=={installed(python, 'torch')}", f"transformers=={transformers}"]
         )
     finally:
@@ -79,7 +93,7 @@ def prepare(venv: Path, torch: str, transformers: str) -> Path:
     return python
 
 
-def run_suite(python: Path, timeout: float) -> dict:
+def run_suite(python: Path, tree: Path, timeout: float) -> dict:
     """The fast suite in ``python``'s venv: counts, and each failure's id and first line."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +102,7 @@ def run_suite(python: Path, timeout: float) -> dict:
         cmd = ["nice", "-n", "10", str(python), "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider"]
         try:
             done = subprocess.run(
-                [*cmd, f"--junitxml={xml}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+                [*cmd, f"--junitxml={xml}"], cwd=tree, env=env, capture_output=True, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired:
             return {"passed": False, "error": f"the suite ran past {timeout:.0f} s"}
@@ -122,19 +136,19 @@ def main() -> int:
     args = parser.parse_args()
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     rows = {(r["torch"], r["transformers"]): r for r in old.get("runs", [])}
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    tree, commit = snapshot(args.venvs)
     for torch in args.torch:
         for transformers in args.transformers:
-            python = prepare(args.venvs / f"torch-{torch}", torch, transformers)
+            python = prepare(args.venvs / f"torch-{torch}", tree, torch, transformers)
             versions = {p: installed(python, p) for p in ("torch", "transformers", "libcst", "onnxscript", "onnx")}
             print(f"== torch {versions['torch']}, transformers {versions['transformers']}", file=sys.stderr)
-            result = run_suite(python, args.timeout)
+            result = run_suite(python, tree, args.timeout)
             print(f"   {result.get('summary') or result.get('error')}", file=sys.stderr, flush=True)
             rows[(torch, transformers)] = {
                 "torch": torch,
                 "transformers": transformers,
                 "installed": versions,
-                "git_head": head.stdout.strip(),
+                "git_head": commit,
                 "date": time.strftime("%Y-%m-%d"),
                 **result,
             }
