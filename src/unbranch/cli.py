@@ -304,9 +304,9 @@ def _write(directory: str, rm, stem: str | None = None, header: str = "") -> lis
 def emit(directory: str) -> list[str]:
     """Write the rewritten source and diff of every catalogue entry under ``directory``, and one per recipe.
 
-    A recipe's file shows its rewrite of the first class it picks and lists all of them. Every
-    entry must still apply to the installed transformers: else one UnbranchError names each
-    that does not, and nothing is written.
+    A recipe's file shows its rewrite of the first class it picks and lists all of them; ``VERSION``
+    names the transformers release whose code they show. Every entry must still apply to the
+    installed transformers: else one UnbranchError names each that does not, and nothing is written.
     """
     import transformers
 
@@ -352,7 +352,11 @@ def emit(directory: str) -> list[str]:
             f"{len(stale)} catalogue entries do not apply to transformers {transformers.__version__} "
             f"(nothing written): {'; '.join(stale)}"
         )
-    return [path for args in planned for path in _write(*args)]
+    written = [path for args in planned for path in _write(*args)]
+    version = os.path.join(directory, "VERSION")  # the code shown is this release's
+    with open(version, "w") as f:
+        f.write(f"transformers {transformers.__version__}\n")
+    return [*written, version]
 
 
 def _emit(args) -> int:
