@@ -157,7 +157,7 @@ def test_validate_verbose_heads_each_export(capfd):
     assert heads[:3] == [
         "--- what torch printed ---",
         "--- plain torch.export.export ---",
-        "--- torch.export.export inside torch_export_rewrite(model) ---",
+        "--- unbranch.export ---",
     ]
     assert "\n\n\n" not in err and "PASS" in out
 
