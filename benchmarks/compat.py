@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,10 +30,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "compat.json"
-TORCH = ["2.10.0", "2.12.1", "2.13.0", "2.14.1"]
+TORCH = ["2.12.1", "2.13.0", "2.14.1"]
 TRANSFORMERS = ["5.23.0", "5.24.0"]
 # releases that exist but were not run here, and why (kept in the results so the gap is visible)
 NOT_RUN = {"torch 2.15.0": "released, but this machine's pip is capped at torch<=2.14.1 (/etc/xdg/pip)"}
+# why the releases below the range pyproject.toml claims fail (their rows are kept as the evidence)
+BELOW_RANGE = {
+    "torch 2.11.0": "torch.compiler.is_exporting() is True under torch.compile too (dynamo folds it to True; "
+    "2.12 reads the flag), so rewritten code lowers to scan under inductor and fails; dynamo drops the "
+    "message of the runtime's refusal (ExceptionVariable(RuntimeError)), so a refusal reads as an export error",
+    "torch 2.10.0": "the two failures of 2.11, and torch.onnx cannot convert while_loop "
+    "(TypeError: 'Node' object is not iterable)",
+}
+_OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq}
 
 
 def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -153,19 +164,43 @@ def main() -> int:
                 **result,
             }
             RESULTS.write_text(json.dumps(_document(rows), indent=1) + "\n")
-    return 0 if all(r["passed"] for r in rows.values()) else 1
+    return 0 if _document(rows)["all_passed_in_claimed_range"] else 1
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split("+")[0].split("."))
+
+
+def claimed() -> dict[str, str]:
+    """The ranges pyproject.toml gives torch and transformers (read as text: tomllib is Python 3.11+)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    return {name: re.search(rf'"{name}((?:[<>=]=?[\d.]+,?)+)"', text).group(1) for name in ("torch", "transformers")}
+
+
+def in_range(version: str, spec: str) -> bool:
+    parts = [re.match(r"(>=|<=|==|<|>)(.+)", p.strip()).groups() for p in spec.split(",")]
+    return all(_OPS[op](_release(version), _release(bound)) for op, bound in parts)
 
 
 def _document(rows: dict) -> dict:
-    def key(row):
-        return tuple(tuple(int(x) for x in row[p].split(".")) for p in ("torch", "transformers"))
-
-    ordered = sorted(rows.values(), key=key)
+    ordered = sorted(rows.values(), key=lambda r: (_release(r["torch"]), _release(r["transformers"])))
+    ranges = claimed()
+    for row in ordered:
+        row["in_claimed_range"] = all(in_range(row[p], ranges[p]) for p in ("torch", "transformers"))
+    inside = [r for r in ordered if r["in_claimed_range"]]
     return {
         "what": "python -m pytest -m 'not slow' in a venv per torch release (benchmarks/compat.py)",
         "python": sys.version.split()[0],
-        "all_passed": all(r["passed"] for r in ordered),
-        "matrix": {f"torch {r['torch']} / transformers {r['transformers']}": r["passed"] for r in ordered},
+        "claimed": ranges,
+        "all_passed_in_claimed_range": bool(inside) and all(r["passed"] for r in inside),
+        "matrix": {
+            f"torch {r['torch']} / transformers {r['transformers']}": (
+                f"{'passed' if r['passed'] else 'FAILED'} ({r.get('summary') or r.get('error', '')[:80]})"
+                + ("" if r["in_claimed_range"] else ", below the claimed range")
+            )
+            for r in ordered
+        },
+        "below_range": BELOW_RANGE,
         "not_run": NOT_RUN,
         "runs": ordered,
     }
