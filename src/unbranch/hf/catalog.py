@@ -4,7 +4,9 @@ Keys are modeling modules; values map a function's qualname in that module to th
 its rewrite needs (usually none: discovery would find most of these, the catalogue makes
 them explicit, reviewable in rewrites/, and covers what a scan cannot see, such as LED's
 ``is_global_attn``, a tensor turned into a Python bool in one method and tested in another).
-Users add their own entries with :func:`register`.
+Users add their own entries with :func:`register`. Where transformers copies the same code into
+many models, a :class:`Recipe` gives it once, picking the classes by their source. A hook that
+no longer finds the code it edits makes its entry stale: left out with a warning, never silent.
 """
 
 from __future__ import annotations
@@ -235,7 +237,7 @@ def _class_of(name_or_class):
     if isinstance(found, type):
         return found
     # layers and heads transformers does not export (MarianEncoder, MvpPrompt, LEDClassificationHead...)
-    for module in (*CATALOGUE, *recipe_modules()):
+    for module in (*CATALOGUE, *(m for m in recipe_modules() if _defines(m, name_or_class))):
         try:
             found = getattr(importlib.import_module(module), name_or_class, None)
         except ImportError:  # a model needing a library that is not installed
@@ -243,6 +245,14 @@ def _class_of(name_or_class):
         if isinstance(found, type):
             return found
     return None
+
+
+def _defines(module: str, name: str) -> bool:
+    """Does the file of transformers module ``module`` define class ``name`` (read, not imported)?"""
+    import transformers
+
+    path = Path(transformers.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    return f"class {name}(" in path.read_text(encoding="utf-8")
 
 
 class StaleCatalogueWarning(UserWarning):
