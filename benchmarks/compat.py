@@ -39,8 +39,8 @@ BELOW_RANGE = {
     "torch 2.12.1": "torch.fx.proxy._STACK_TRACE_ANCHORS (2.13) does not exist: in non-strict export a node's "
     "stack trace keeps forward frames only, so Report.conds credits no rewritten helper with its conds "
     "(tests/test_guided.py); 2.12's dynamo cannot setattr a class attribute, which test_real_code's "
-    "Chained model does under strict export. At 5d07a2f, before those, it passed but for one test that "
-    "needed a torch 2.13 export feature",
+    "Chained model does under strict export. At 453c6f1, before those, its one failure was a test of a "
+    "torch 2.13 export feature (since gated by torch version)",
     "torch 2.11.0": "torch.compiler.is_exporting() is True under torch.compile too (dynamo folds it to True; "
     "2.12 reads the flag), so rewritten code lowers to scan under inductor and fails; dynamo drops the "
     "message of the runtime's refusal (ExceptionVariable(RuntimeError)), so a refusal reads as an export error",
