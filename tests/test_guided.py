@@ -342,3 +342,29 @@ def test_report_credits_helpers_with_their_conds(strict):
         guided = unbranch.export(model, (_rows(4, -1),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
         assert list(unbranch.report_of(guided).conds(guided).values()) == [1]
     assert _STACK_TRACE_ANCHORS == anchors  # nothing of unbranch left in torch's state
+
+
+def _pool(rois):
+    """torchvision's poolers: the length of what NMS kept is data."""
+    num_rois = len(rois)
+    return torch.zeros(num_rois, 3) + rois[:, :1]
+
+
+class KeptBoxes(torch.nn.Module):
+    def forward(self, boxes, scores):
+        keep = torch.where(scores > 0.5)[0]
+        return _pool(boxes[keep])
+
+
+@pytest.mark.parametrize("how", ["unbranch.export", "context"])
+@pytest.mark.parametrize("strict", MODES)
+def test_length_that_is_data(how, strict):
+    model = KeptBoxes()
+    boxes, scores = _rows(6), torch.linspace(0, 1, 6)
+    shapes = ({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})
+    if not strict:  # (dynamo takes len() of a tensor whose length is data; non-strict export does not)
+        with pytest.raises(Exception, match="data-dependent"):
+            torch.export.export(model, (boxes, scores), dynamic_shapes=shapes, strict=strict)
+    ep = _export_with(how, model, (boxes, scores), shapes, strict)
+    for args in [(boxes, scores), (_rows(9), torch.linspace(1, 0, 9)), (_rows(3), torch.zeros(3))]:
+        assert_same(ep.module()(*args), model(*args))

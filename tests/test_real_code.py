@@ -244,3 +244,27 @@ def test_none_on_one_side_is_refused_with_its_reason(strict):
     with pytest.raises(unbranch.UnbranchError, match="None .*torch.cond needs the same tensors") as info:
         unbranch.export(NoneOnOneSide(), args, dynamic_shapes=DYNAMIC * 2, strict=strict)
     assert (info.value.path, info.value.line) == (__file__, _line(NoneOnOneSide, "if mask.any()"))
+
+
+class BoxCheck(torch.nn.Module):
+    """torchvision's detection models: the failing block computes its message, then torch._assert(False, ...)."""
+
+    def forward(self, boxes):
+        degenerate = boxes[:, 2:] <= boxes[:, :2]
+        if degenerate.any():
+            index = torch.where(degenerate.any(dim=1))[0][0]
+            box: list[float] = boxes[index].tolist()
+            torch._assert(False, f"boxes need a positive height and width, found {box}")
+        return boxes * 2
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_failing_block_computing_its_message(strict):
+    model = BoxCheck()
+    good = torch.tensor([[0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 3.0, 4.0], [0.0, 1.0, 2.0, 3.0]])
+    bad = torch.tensor([[0.0, 0.0, 1.0, 1.0], [3.0, 1.0, 1.0, 4.0]])
+    ep = _exports(model, strict, [(good,), (good[:2],), (torch.cat([good, good]),)])
+    with pytest.raises(AssertionError, match=r"found \[3.0, 1.0, 1.0, 4.0\]"):
+        unbranch.transform_method(BoxCheck.forward).func(model, bad)  # eagerly, the original message
+    with pytest.raises(RuntimeError, match="boxes need a positive height and width"):
+        ep.module()(bad)

@@ -41,15 +41,16 @@ def _text(code):
 @pytest.mark.parametrize("step, example", list(_examples()))
 def test_example_text(step, example, upto):
     upto(step)
+    options = step.OPTIONS
     if isinstance(example, Rewrite):
-        assert unbranch.rewrite_source(example.before) == _text(example.after)
+        assert unbranch.rewrite_source(example.before, **options) == _text(example.after)
     elif isinstance(example, Unchanged):
-        assert unbranch.rewrite_source(example.code) == _text(example.code)
+        assert unbranch.rewrite_source(example.code, **options) == _text(example.code)
     else:
         assert isinstance(example, Refused)
         with pytest.raises(UnbranchError, match=re.escape(example.message)):
-            unbranch.rewrite_source(example.code, strict=True)
-        left = unbranch.rewrite_source(example.code, strict=False)  # the default: stays Python, says why
+            unbranch.rewrite_source(example.code, strict=True, **options)
+        left = unbranch.rewrite_source(example.code, strict=False, **options)  # the default: stays Python, says why
         assert "_ub.unconverted(" in left and repr(example.message) in left
 
 

@@ -14,6 +14,7 @@ from .arguments import (
     check_arguments,
     check_hooks,
     check_patch_details,
+    check_target,
     check_type,
     targets,
 )
@@ -93,6 +94,8 @@ def torch_export_rewrite(
     model=None,
     strict: bool = False,
     lower_under_compile: bool = False,
+    target: str | None = None,
+    max_loop_iterations: int | None = None,
     **unknown,
 ):
     """Swap in rewritten code for what ``rewrite`` names while inside the ``with`` block.
@@ -101,12 +104,17 @@ def torch_export_rewrite(
     classes plus what discovery finds in its code), a function or method, a ``(class,
     "name")`` pair, or a dict ``{"function": f, **hooks}``; onnx-diagnostic's positional
     order (rewrite, dump_rewriting, verbose, patch_details) is kept: its ``PatchDetails``, given as
-    ``patch_details``, receives on exit one ``append("unbranch", original, rewritten)`` per rewritten
-    function (names and diffs; which graph nodes each produced: ``report.conds(ep)``). Everything is rewritten before
-    anything is swapped, so a failure leaves all originals in place; on exit (also after an
-    exception) every original code object is restored and the runtime global removed.
+    ``patch_details``, receives on exit one ``append("unbranch", original, rewritten)`` per
+    rewritten function (names and diffs; which graph nodes each produced: ``report.conds(ep)``).
+    Everything is rewritten before anything is swapped, so a failure leaves all originals in
+    place; on exit (also after an exception) every original code object is restored and the
+    runtime global removed.
     ``lower_under_compile`` also lowers to cond/scan/while_loop under ``torch.compile``
     while open (by default compiled code runs the plain Python branches, as the original).
+    ``target="executorch"`` lowers loops to what ExecuTorch runs (it has no ``while_loop``: a
+    loop no scan can count runs as a scan of at most ``max_loop_iterations`` steps) and
+    raises UnbranchError at export for a loop it cannot run (no bound given, a carried value of
+    dynamic shape).
     """
     check_arguments("torch_export_rewrite", extra, unknown, CONTEXT_KEYWORDS)
     check_type("torch_export_rewrite", "verbose", verbose, int)
@@ -116,10 +124,18 @@ def torch_export_rewrite(
         raise UnbranchError(
             f"torch_export_rewrite() expects model to be an nn.Module, got {model!r}", construct="arguments"
         )
+    check_target(target, max_loop_iterations)
     check_patch_details(patch_details)
     named, models = targets(rewrite)
+    loops = {"target": target, "max_loop_iterations": max_loop_iterations}
     context = session(
-        named, models + ([model] if model is not None else []), dump_rewriting, verbose, strict, lower_under_compile
+        named,
+        models + ([model] if model is not None else []),
+        dump_rewriting,
+        verbose,
+        strict,
+        lower_under_compile,
+        loops,
     )
     return context if patch_details is None else _filling(context, patch_details)
 
@@ -136,8 +152,14 @@ def _filling(context, patch_details):
 
 
 def rewrite_source(
-    text: str, prefix: str = "branch_cond", is_method: bool = True, strict: bool = False, path: str = "<string>"
+    text: str,
+    prefix: str = "branch_cond",
+    is_method: bool = True,
+    strict: bool = False,
+    path: str = "<string>",
+    **options,
 ) -> str:
-    """Rewrite the source of one ``def`` given as text (no function object needed)."""
+    """Rewrite the source of one ``def`` given as text (no function object needed); ``options``: the
+    compiler's other :class:`Options` (``shape_conditions``, ``lengths``)."""
     info = SourceInfo(path, 1, textwrap.dedent(text).lstrip("\n"), "<source>")
-    return compile_source(info, Options(prefix=prefix, strict=strict, is_method=is_method)).text
+    return compile_source(info, Options(prefix=prefix, strict=strict, is_method=is_method, **options)).text

@@ -16,7 +16,17 @@ TRANSFORM_KEYWORDS = (
     "strict",
     "shape_conditions",
 )
-CONTEXT_KEYWORDS = ("rewrite", "dump_rewriting", "verbose", "patch_details", "model", "strict", "lower_under_compile")
+CONTEXT_KEYWORDS = (
+    "rewrite",
+    "dump_rewriting",
+    "verbose",
+    "patch_details",
+    "model",
+    "strict",
+    "lower_under_compile",
+    "target",
+    "max_loop_iterations",
+)
 HOOKS = ("filter_node", "pre_rewriter", "post_rewriter")
 
 _ACCEPTED_ITEMS = (
@@ -108,3 +118,26 @@ def targets(rewrite) -> tuple[list[tuple[object, dict]], list[torch.nn.Module]]:
                 construct="rewrite target",
             )
     return out, models
+
+
+def check_target(target, max_loop_iterations) -> None:
+    """``target`` is None or a deployment target the runtime knows; the bound a positive int."""
+    from .runtime.loops import TARGETS
+
+    if target is not None and target not in TARGETS:
+        raise UnbranchError(
+            f"torch_export_rewrite() got target={target!r}; it accepts None or one of {', '.join(map(repr, TARGETS))}",
+            construct="arguments",
+        )
+    bad = not isinstance(max_loop_iterations, int) or isinstance(max_loop_iterations, bool) or max_loop_iterations < 1
+    if max_loop_iterations is not None and bad:
+        raise UnbranchError(
+            f"torch_export_rewrite() expects max_loop_iterations to be a positive int, got {max_loop_iterations!r}",
+            construct="arguments",
+        )
+    if max_loop_iterations is not None and target is None:
+        raise UnbranchError(
+            "torch_export_rewrite() got max_loop_iterations without a target: loops become while_loop, which needs "
+            "no bound; give target='executorch' with it",
+            construct="arguments",
+        )

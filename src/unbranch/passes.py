@@ -59,6 +59,7 @@ class Pass(Inheriting):
     NEEDS: ClassVar[tuple[str, ...]] = ()  # "liveness": self.facts for the tree this pass gets
     EXAMPLES: ClassVar[list] = []
     EXPRESSIONS: ClassVar[bool] = False  # True: the pass looks inside simple statements too
+    OPTIONS: ClassVar[dict] = {}  # compiler options its EXAMPLES need (a pass only some callers ask for)
 
     def __init__(self, fn: cst.FunctionDef, ctx) -> None:
         super().__init__(ctx.origins)

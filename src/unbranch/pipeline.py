@@ -20,6 +20,7 @@ from .normalise.early_return import EarlyReturn
 from .normalise.elif_chain import ElifChain
 from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
+from .normalise.lengths import Lengths
 from .origins import Origins
 from .rules.for_to_scan import ForToScan
 from .rules.if_to_cond import IfToCond
@@ -35,6 +36,7 @@ PASSES = [
     JumpFlags,  # other break/continue/return in loops -> flags, `if not flag:` guards, `if ret: return v` after
     EarlyReturn,  # then the code after a one-sided return (also those JumpFlags left) moves into the other branch
     ConditionForms,  # bool(t), x in t, any(...), torch.equal in dispatched tests
+    Lengths,  # len(t) in functions torch named (option `lengths`)
     IfExpToCond,  # before IfToCond: a conditional expression in a branch moves into its function as a call
     IfToCond,  # liveness on the final shape of the code, then branch functions
     ForToScan,  # after the ifs: a converted if inside a loop is plain statements by now
@@ -51,10 +53,11 @@ class Options:
     strict: bool = False  # True: a construct on a plainly tensor condition that cannot be converted raises
     is_method: bool = True
     shape_conditions: bool = True  # False: an if on sizes alone stays plain Python (model discovery)
+    lengths: bool = False  # True: len(t) may give a symbolic length (functions torch's export named)
 
     def key(self) -> tuple:
         hooks = tuple(_hook_key(h) for h in (self.filter_node, self.pre_rewriter, self.post_rewriter))
-        return (self.prefix, self.strict, self.is_method, self.shape_conditions, hooks)
+        return (self.prefix, self.strict, self.is_method, self.shape_conditions, self.lengths, hooks)
 
 
 def _hook_key(hook):
@@ -81,13 +84,15 @@ class Compiled:
 
 
 _NOTHING_TO_DO = re.compile(r"\b(if|for|while|assert)\b")
+_LEN = re.compile(r"\blen\(")
 
 
 def compile_source(
     info: SourceInfo, options: Options, global_names=(), mutating_helpers=None, skip: tuple = ()
 ) -> Compiled:
     hooked = options.pre_rewriter is not None or options.post_rewriter is not None
-    if not hooked and not _NOTHING_TO_DO.search(info.text):
+    lengths = options.lengths and _LEN.search(info.text) is not None
+    if not hooked and not lengths and not _NOTHING_TO_DO.search(info.text):
         return Compiled(info.text, False, [], "_ub")  # no parse needed for a function without ifs
     try:
         tree = ast.parse(info.text)
@@ -101,7 +106,7 @@ def compile_source(
     if not isinstance(fn_ast, ast.FunctionDef):
         raise UnbranchError("the source is not a function definition", info.path, info.line, "def")
     classifier = Classifier.for_function(fn_ast, is_method=options.is_method, path=info.path)
-    wanted = classifier.candidates(fn_ast)
+    wanted = classifier.candidates(fn_ast) | ({"len"} if lengths else set())
     if not hooked and not wanted:
         return Compiled(info.text, False, [], "_ub")  # nothing to rewrite: libcst never runs
     module = cst.parse_module(info.text)
@@ -119,6 +124,7 @@ def compile_source(
         filter_node=options.filter_node,
         strict=options.strict,
         shape_conditions=options.shape_conditions,
+        lengths=options.lengths,
         self_name=classifier.self_name,
         function=fn,
         origins=origins,

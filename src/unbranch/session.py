@@ -7,11 +7,12 @@ import functools
 
 from .discovery import discover
 from .errors import UnbranchError, runtime_failure
-from .failures import kind_of, sites
-from .guided import Guide
+from .failures import GENERATED, kind_of, sites
+from .guided import Guide, why_left
 from .report import Report, dump, say
 from .rewriting import MODEL_OPTIONS, options_for, rewrite
 from .runtime import _tracing
+from .runtime import loops as _loops
 from .source import innermost_function
 from .swap import swapped_in
 
@@ -74,29 +75,34 @@ def guided_exports(report: Report):
 
 
 @contextlib.contextmanager
-def session(named, models, dump_rewriting, verbose, strict, lower_under_compile):
-    """The context manager torch_export_rewrite returns; yields the Report."""
+def session(named, models, dump_rewriting, verbose, strict, lower_under_compile, loops=None):
+    """The context manager torch_export_rewrite returns; yields the Report. ``loops``: the
+    deployment target and loop bound the runtime lowers loops for (``runtime.loops.TARGET``)."""
     report = plan(named, models, strict)
     for rm in report.rewritten:
         say(verbose, rm)
         if dump_rewriting:
             dump(dump_rewriting, rm)
     compiling = _tracing.LOWER_UNDER_COMPILE
+    saved = _loops.TARGET, _loops.MAX_ITERATIONS
     try:
         _tracing.LOWER_UNDER_COMPILE = compiling or lower_under_compile
+        if loops and loops.get("target") is not None:
+            _loops.TARGET, _loops.MAX_ITERATIONS = loops["target"], loops.get("max_loop_iterations")
         with swapped_in(report.rewritten), guided_exports(report) if models else contextlib.nullcontext():
             try:
                 yield report
             except Exception as e:
-                better = _explained(e)
+                better = _explained(e, report)
                 if better is e:
                     raise
                 raise better from e
     finally:
         _tracing.LOWER_UNDER_COMPILE = compiling
+        _loops.TARGET, _loops.MAX_ITERATIONS = saved
 
 
-def _explained(e: Exception) -> Exception:
+def _explained(e: Exception, report: Report) -> Exception:
     """The error to give the user: the runtime's own, or one naming the branch this context left alone."""
     if isinstance(e, UnbranchError):
         return e
@@ -107,6 +113,9 @@ def _explained(e: Exception) -> Exception:
     if not found:
         return e
     site = found[0]
+    if site.path.startswith(GENERATED):  # rewritten code, where a construct was left as Python
+        why = why_left(report.rewritten, site)
+        return UnbranchError(f"the export stops at Python control flow on data: {why}", site.path, site.line, "if")
     return UnbranchError(
         f"the export stops at Python control flow on data in {site.name}() ({site.text}), which this context "
         "did not rewrite: export with unbranch.export(...), which rewrites what torch names, or add the "

@@ -16,7 +16,11 @@ export, so it may be used in arithmetic; a subscript holding it (``x[i - 1]``,
 ``acc += v``) are carried: ``mutated`` lists them, ``kept`` those never rebound. A list the
 body appends to (``outs.append(v)``) and that is only stacked after the loop
 (``torch.stack(outs)``, ``torch.cat(outs, dim)``) becomes the scan's per-step outputs
-(``appends``; ``_ub.stack``/``_ub.cat`` take either form). A ``for ... else`` (no
+(``appends``; ``_ub.stack``/``_ub.cat`` take either form). A buffer the body only writes,
+one row per step at the index (``out[i] = v``, ``out[i, :] = v``, and nothing else in the body
+reads it) is written ``out = _ub.write_row(out, i, v)`` and listed in ``rows``: under a scan
+each step's row is a per-step output, written into the buffer once after the loop, instead of a carried buffer copied at every step (measured: 8-9x
+the eager loop in ``ep.module()``, and AOTInductor cannot compile it). A ``for ... else`` (no
 ``break``: the else always runs) keeps its else after the call.
 
 Stays Python, with the reason: ``break``/``return`` in the body, an index bounding a slice
@@ -32,9 +36,10 @@ import libcst as cst
 
 from ..analysis.effects import block_effects
 from ..analysis.liveness import surroundings
-from ..analysis.names import expr_reads
+from ..analysis.names import block_writes, expr_reads
 from ..passes import Rewrite, Unchanged
 from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal, as_written
+from ._util import tuple_node
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,40 @@ def _root_name(expr) -> str | None:
     return expr.value if isinstance(expr, cst.Name) else None
 
 
+def _row_writes(body, names, index: str) -> dict[str, int]:
+    """Names of ``names`` the body only writes, one row per step (with the statement's position):
+    a top-level ``out[i] = v`` or ``out[i, :, ...] = v`` (``i`` the loop index), the only place
+    the body mentions ``out``."""
+    if index in block_writes(body):
+        return {}  # the index rebound: the row written is not the step's
+    uses = _uses(body).all
+    found = {}
+    for k, stmt in enumerate(body):
+        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+            continue
+        small = stmt.body[0]
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+            continue
+        target = small.targets[0].target
+        if not (isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name)):
+            continue
+        name = target.value.value
+        first, rest = target.slice[0].slice, target.slice[1:]
+        if (
+            name in names
+            and uses.get(name) == 1
+            and isinstance(first, cst.Index)
+            and isinstance(first.value, cst.Name)
+            and first.value.value == index
+            and all(
+                isinstance(el.slice, cst.Slice) and el.slice.lower is el.slice.upper is el.slice.step is None
+                for el in rest
+            )
+        ):
+            found[name] = k
+    return found
+
+
 class ForToScan(LoopRule):
     CONSTRUCT = "for"
     EXPRESSIONS = True  # torch.stack(outs) after a loop that appends to outs: _ub.stack(outs)
@@ -273,11 +312,29 @@ class ForToScan(LoopRule):
                 z = torch.zeros(x.shape[0], y.shape[0])
                 acc = torch.zeros(x.shape[1])
                 def loop_body_1(i, z, acc):
-                    _ub.at(z)[i] = ((_ub.at(x)[i] - y) ** 2).sum(-1)
+                    z = _ub.write_row(z, i, ((_ub.at(x)[i] - y) ** 2).sum(-1))
                     acc += _ub.at(x)[i]
                     return z, acc
-                z, acc = _ub.for_range(x.shape[0], loop_body_1, carry=(z, acc), mutated=(0, 1), kept=(0, 1))
+                z, acc = _ub.for_range(x.shape[0], loop_body_1, carry=(z, acc), mutated=(0, 1), kept=(0, 1), rows=(0,))
                 return z, acc
+            """,
+        ),
+        Rewrite(  # out is read in the body (out[i - 1]): carried, not rows
+            """
+            def forward(self, x):
+                out = torch.zeros_like(x)
+                for i in range(x.shape[0]):
+                    out[i, :] = x[i] * 2 + out[i - 1]
+                return out
+            """,
+            """
+            def forward(self, x):
+                out = torch.zeros_like(x)
+                def loop_body_1(i, out):
+                    _ub.at(out)[i, :] = _ub.at(x)[i] * 2 + _ub.at(out)[i - 1]
+                    return out
+                out = _ub.for_range(x.shape[0], loop_body_1, carry=(out,), mutated=(0,), kept=(0,))
+                return out
             """,
         ),
         Rewrite(
@@ -450,6 +507,8 @@ class ForToScan(LoopRule):
             return Refusal(
                 f"the loop variable '{sorted(changed)[0]}' (a row of what the loop iterates) is changed in place"
             )
+        kept = {state.names[k] for k in state.kept}
+        written = _row_writes(body, kept, form.indices[0]) if form.helper == "for_range" else {}
         if form.indices:
             rows_changed = _RowsChanged(form.indices)
             for s in as_written(body, self.ctx.runtime):
@@ -461,7 +520,15 @@ class ForToScan(LoopRule):
                 )
             at = AtSubscripts(form.indices, self.ctx.runtime, self.ctx.origins)
             body = [s.visit(at) for s in body]
+        for name, k in written.items():  # out[i] = v -> out = _ub.write_row(out, i, v)
+            value = body[k].body[0].value
+            call = self.ctx.runtime_call("write_row", cst.Name(name), cst.Name(form.indices[0]), value)
+            line = body[k].with_changes(body=[cst.Assign([cst.AssignTarget(cst.Name(name))], call)])
+            self.ctx.origins.inherit(line, body[k])
+            body[k] = line
         keywords = {"carry": cst.Tuple([cst.Element(cst.Name(n)) for n in state.names]), **state.keywords()}
+        if written:
+            keywords["rows"] = tuple_node([cst.Integer(str(k)) for k, n in enumerate(state.names) if n in written])
         keywords.update(form.keywords)
         if lists:
             keywords["appends"] = cst.Tuple([cst.Element(cst.Name(n)) for n in lists])

@@ -10,7 +10,9 @@ the graph instead of a data-dependent branch. An ``else`` part follows the check
 (``f"{x.min().item()}"``, ``f"{x.shape}"``) also gets its source text, which the runtime
 shows under export, where those values are symbolic.
 ``assert cond, msg`` on a condition that may be a tensor becomes
-``_ub.raise_if(_ub.not_(cond), lambda: AssertionError(msg))``.
+``_ub.raise_if(_ub.not_(cond), lambda: AssertionError(msg))``. A failing block may compute
+its message first (``i = ...; raise E(f"{i}")``, ``torch._assert(False, msg)``): those
+statements go into a function building the exception, run only when the check fails.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import functools
 import libcst as cst
 
 from ..analysis.classify import STATIC
-from ..analysis.liveness import orelse_body
+from ..analysis.liveness import analyse_function, orelse_body
+from ..analysis.names import block_reads, block_writes, expr_reads
 from ..context import Note
 from ..normalise.boolean_ops import runtime_predicate
 from ..normalise.condition_forms import ConditionForms
 from ..passes import Pass, Rewrite, Unchanged
+from ._util import in_order
 
 
 class RaiseToCheck(Pass):
@@ -108,6 +112,25 @@ class RaiseToCheck(Pass):
                 return y
             """,
         ),
+        Rewrite(  # a failing block computing its message first (torchvision's box checks)
+            """
+            def forward(self, boxes):
+                bad = boxes[:, 2:] <= boxes[:, :2]
+                if bad.any():
+                    index = torch.where(bad.any(dim=1))[0][0]
+                    torch._assert(False, f"invalid box {boxes[index].tolist()}")
+                return boxes
+            """,
+            """
+            def forward(self, boxes):
+                bad = boxes[:, 2:] <= boxes[:, :2]
+                def branch_cond_fail_1():
+                    index = torch.where(bad.any(dim=1))[0][0]
+                    return AssertionError(f"invalid box {boxes[index].tolist()}")
+                _ub.raise_if(bad.any(), branch_cond_fail_1, 'AssertionError: invalid box {boxes[index].tolist()}')
+                return boxes
+            """,
+        ),
         Unchanged(
             """
             def forward(self, x, mask=None):
@@ -141,43 +164,71 @@ class RaiseToCheck(Pass):
         return False
 
     def leave_If(self, original, updated):
-        raised = _single_raise(updated.body.body)
+        raised = _raising(updated.body.body)
         if raised is not None:  # if c: raise E  (an else part follows the check)
             if not self.ctx.is_candidate(original):
                 return updated
             failed, rest = self.predicate(updated.test), orelse_body(updated)
-            trailing = updated.body.body[0].trailing_whitespace
+            trailing = updated.body.body[-1].trailing_whitespace
         else:  # if c: ... else: raise E  ->  the check that c holds, then the if-branch
             orelse = updated.orelse
-            raised = _single_raise(orelse.body.body) if isinstance(orelse, cst.Else) else None
+            raised = _raising(orelse.body.body) if isinstance(orelse, cst.Else) else None
             if raised is None or not self.ctx.is_candidate(original):
                 return updated
             failed = _unparenthesised(self.predicate(cst.UnaryOperation(cst.Not(), _parenthesised(updated.test))))
-            rest, trailing = list(updated.body.body), orelse.body.body[0].trailing_whitespace
+            rest, trailing = list(updated.body.body), orelse.body.body[-1].trailing_whitespace
             if trailing.comment is None and updated.body.header.comment is not None:
                 trailing = updated.body.header  # the comment on the `if` line stays with the check
+        before, exc = raised
+        failure = self._failure(original, before, exc) if before else None
         check = cst.SimpleStatementLine(
-            [cst.Expr(self._raise_if(failed, raised.exc))],
-            leading_lines=updated.leading_lines,
+            [cst.Expr(self._raise_if(failed, exc, failure))],
+            leading_lines=[] if failure else updated.leading_lines,
             trailing_whitespace=trailing,
         )
         self.ctx.note(original, "check", "if ...: raise -> _ub.raise_if")
         if rest and isinstance(updated.orelse, cst.If):
             rest = [rest[0].with_changes(leading_lines=[])]
+        checks = [failure[0].with_changes(leading_lines=updated.leading_lines), check] if failure else [check]
         if original in self.elifs:
-            return cst.Else(
-                cst.IndentedBlock([check.with_changes(leading_lines=[]), *rest]), leading_lines=updated.leading_lines
-            )
-        return cst.FlattenSentinel([check, *rest])
+            checks[0] = checks[0].with_changes(leading_lines=[])
+            return cst.Else(cst.IndentedBlock([*checks, *rest]), leading_lines=updated.leading_lines)
+        return cst.FlattenSentinel([*checks, *rest])
 
-    def _raise_if(self, failed, exc) -> cst.Call:
+    @functools.cached_property
+    def liveness(self):
+        return analyse_function(self.fn)  # (asked only for a failing block that computes its message)
+
+    def _failure(self, original, before, exc) -> tuple[cst.FunctionDef, cst.Call]:
+        """``def fail(...): <what the failing block computes>; return E(msg)``, and the call making E.
+
+        The statements before the raise only build its message (whatever they bind dies with the
+        raise): run when the check fails, eagerly, exactly where the original ran them. A name they
+        rebind that was bound before the if comes in as an argument, with the value it had there.
+        """
+        writes = block_writes(before)
+        reads = set().union(*(block_reads([s]) for s in before)) | expr_reads(exc)
+        params = in_order(writes & reads & self.liveness.before(original), before)
+        (name,) = self.ctx.namer.numbered(self.ctx.prefix, ("fail",))
+        body = [*before, cst.SimpleStatementLine([cst.Return(exc)])]
+        define = cst.FunctionDef(
+            cst.Name(name), cst.Parameters([cst.Param(cst.Name(p)) for p in params]), cst.IndentedBlock(body)
+        )
+        return define, cst.Call(cst.Name(name), [cst.Arg(cst.Name(p)) for p in params])
+
+    def _raise_if(self, failed, exc, failure=None) -> cst.Call:
         """``_ub.raise_if(failed, lambda: exc)``, with the message's text when it reads values.
 
-        The lambda builds the exception only when the check fails, eagerly; under export the
-        message of a runtime assertion must be fixed at trace time, when the values it formats
+        The lambda builds the exception only when the check fails, eagerly (through the failing
+        block's function, when it computes something first); under export the message of a
+        runtime assertion must be fixed at trace time, when the values it formats
         (``x.min().item()``, ``x.shape``) are symbolic: the runtime then shows its source text.
         """
-        args = [failed, cst.Lambda(cst.Parameters(), exc)]
+        if failure is None:
+            make = cst.Lambda(cst.Parameters(), exc)
+        else:  # the failing block's function, called with the names it rebinds
+            make = failure[1].func if not failure[1].args else cst.Lambda(cst.Parameters(), failure[1])
+        args = [failed, make]
         text = message_text(exc)
         if text is not None:
             args.append(cst.SimpleString(repr(text)))
@@ -194,14 +245,37 @@ class RaiseToCheck(Pass):
         return cst.Expr(self._raise_if(failed, exc))
 
 
-def _single_raise(stmts) -> cst.Raise | None:
-    """The ``raise E`` a block consists of (no bare ``raise``, no ``from``), else None."""
-    if len(stmts) != 1 or not isinstance(stmts[0], cst.SimpleStatementLine) or len(stmts[0].body) != 1:
+def _raising(stmts) -> tuple[list, cst.BaseExpression] | None:
+    """(statements before, the exception) of a block that always fails: it ends in ``raise E`` (no bare
+    ``raise``, no ``from``), ``assert False, msg`` or ``torch._assert(False, msg)``, after simple
+    statements only (no jump, no declaration); else None."""
+    if not stmts or not all(isinstance(s, cst.SimpleStatementLine) for s in stmts):
         return None
-    exc = stmts[0].body[0]
-    if not isinstance(exc, cst.Raise) or exc.exc is None or exc.cause is not None:
+    *before, last = stmts
+    if len(last.body) != 1 or any(isinstance(s, _NOT_BEFORE) for line in before for s in line.body):
         return None
-    return exc
+    small = last.body[0]
+    if isinstance(small, cst.Raise) and small.exc is not None and small.cause is None:
+        return before, small.exc
+    if isinstance(small, cst.Assert) and _false(small.test):
+        return before, cst.Call(cst.Name("AssertionError"), [cst.Arg(small.msg)] if small.msg else [])
+    call = small.value if isinstance(small, cst.Expr) else None
+    if (
+        isinstance(call, cst.Call)
+        and cst.Module([]).code_for_node(call.func) == "torch._assert"
+        and len(call.args) == 2
+        and _false(call.args[0].value)
+    ):
+        return before, cst.Call(cst.Name("AssertionError"), [cst.Arg(call.args[1].value)])
+    return None
+
+
+# what a failing block may not do before it raises: leave the block, or bind outside the function
+_NOT_BEFORE = (cst.Return, cst.Break, cst.Continue, cst.Global, cst.Nonlocal, cst.Raise, cst.Assert)
+
+
+def _false(test) -> bool:
+    return isinstance(test, cst.Name) and test.value == "False"
 
 
 def _parenthesised(test: cst.BaseExpression) -> cst.BaseExpression:

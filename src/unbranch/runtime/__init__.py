@@ -6,10 +6,10 @@ symbolic, so eager runs of rewritten code stay exact and cheap.
 """
 
 from .checks import raise_if, unconverted
-from .conditions import all_, any_, bool_, equal, float_, in_, int_, not_in
+from .conditions import all_, any_, bool_, equal, float_, in_, int_, len_, not_in
 from .control_flow import and_, given, if_exp, if_stmt, not_, or_, right_needed
 from .jumps import flag
-from .loops import at, cat, for_each, for_range, stack, unconverted_loop, while_stmt
+from .loops import at, cat, for_each, for_range, stack, unconverted_loop, while_stmt, write_row
 
 __all__ = [
     "all_",
@@ -28,6 +28,7 @@ __all__ = [
     "if_stmt",
     "in_",
     "int_",
+    "len_",
     "not_",
     "not_in",
     "or_",
@@ -37,4 +38,5 @@ __all__ = [
     "unconverted",
     "unconverted_loop",
     "while_stmt",
+    "write_row",
 ]

@@ -21,7 +21,7 @@ import numbers
 import operator
 
 import torch
-from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_false, statically_known_true
 
 from ._tracing import is_symbolic, tracing
 
@@ -157,3 +157,17 @@ def equal(a, b):
     n = torch.sym_min(a.numel(), b.numel())
     elements = (a.reshape(-1)[:n] == b.reshape(-1)[:n]).all()
     return _combine([functools.reduce(operator.and_, unknown), elements], "and")
+
+
+def len_(value):
+    """``len(value)``; a tensor's length while torch.export traces, when it is data (``len(boxes[keep])``).
+
+    ``Tensor.__len__`` must give Python an int, which a length computed from data (unbacked)
+    cannot be under export; the SymInt itself serves every use a size has. A length torch
+    knows as a size keeps Python's ``len`` (and its specialisation), as the original.
+    """
+    if isinstance(value, torch.Tensor) and tracing() and value.dim() > 0:
+        n = value.shape[0]
+        if isinstance(n, torch.SymInt) and free_unbacked_symbols(n):
+            return n
+    return len(value)

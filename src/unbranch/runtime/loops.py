@@ -32,9 +32,87 @@ from __future__ import annotations
 import builtins
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils import _pytree as pytree
 
 from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller, tracing
+
+# torch_export_rewrite(target=..., max_loop_iterations=...) sets these while open
+TARGET: str | None = None  # "executorch": lower loops to what ExecuTorch runs, or refuse at export
+MAX_ITERATIONS: int | None = None  # the user's bound on the trip count of loops no scan can count
+
+TARGETS = ("executorch",)
+
+
+def _origin() -> str:
+    """``file:line`` of the user's loop behind the first frame outside this module (the rewritten code)."""
+    import sys
+
+    from . import source_map
+
+    if torch.compiler.is_dynamo_compiling():
+        return origin_of_caller(0)  # frames are not inspectable under dynamo
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return source_map.describe(frame.f_code.co_filename, frame.f_lineno) if frame else "a loop"
+
+
+def _dynamic(values) -> bool:
+    return any(not isinstance(d, int) for v in values if isinstance(v, torch.Tensor) for d in v.shape)
+
+
+def _for_executorch(carry, where, construct: str = "for") -> None:
+    """Under ``target="executorch"``: refuse a loop ExecuTorch would run wrongly, at export.
+
+    Measured (ExecuTorch 1.4.1, portable runtime): a scan whose carried value has a dynamic
+    shape builds, then fails when run on another size than the example's
+    (``op_copy.cpp: tensor_is_broadcastable_to``); carries of fixed shape run right.
+    """
+    if TARGET == "executorch" and _dynamic(carry):
+        fail(
+            f"{where() if callable(where) else where}: this loop carries a value whose shape is dynamic; ExecuTorch "
+            "1.4 runs such a scan wrongly on other sizes (copy_ fails in op_copy.cpp). Carry values of fixed "
+            "size (e.g. write rows as out[i] = v, which becomes a per-step output), or export for another target",
+            construct,
+        )
+
+
+def _while(test, step, state, where) -> tuple:
+    """``while_loop(test, step, state)``; under ``target="executorch"``, which has no while_loop, a
+    scan of ``MAX_ITERATIONS`` steps whose step runs the body only while ``test`` holds (a ``cond``),
+    or an UnbranchError at export when no bound was given."""
+    if TARGET != "executorch":
+        from torch._higher_order_ops.while_loop import while_loop
+
+        return tuple(while_loop(test, step, state))
+    place = where()
+    if MAX_ITERATIONS is None:
+        fail(
+            f"{place}: ExecuTorch has no while_loop ('Unsupported control flow operator: while_loop'), and this "
+            "loop's trip count is no size a scan can take: give torch_export_rewrite(..., "
+            "max_loop_iterations=N) to run it as a scan of at most N steps",
+            "while",
+        )
+    _for_executorch(state, place, "while")
+    state = tuple(_counter(v) for v in state)
+
+    def scan_step(values, _):
+        go = _bool_tensor(test(*values))
+        new = torch.cond(go, lambda *v: tuple(step(*v)), lambda *v: tuple(t.clone() for t in v), tuple(values))
+        return tuple(new), ()
+
+    final, _ = _scan(scan_step, state, torch.arange(MAX_ITERATIONS), None, False)
+    # ExecuTorch removes runtime checks (RemoveGraphAssertsPass): the other backends make this one
+    message = f"{place}: this loop needs more than max_loop_iterations={MAX_ITERATIONS} steps"
+    torch._assert_async(torch.logical_not(_bool_tensor(test(*final))), message)
+    return final
+
+
+def _bool_tensor(p) -> torch.Tensor:
+    if isinstance(p, torch.Tensor):
+        return p if p.dtype == torch.bool else p != 0
+    return torch.scalar_tensor(p, dtype=torch.bool)
 
 
 def _as_tuple(out, n: int) -> tuple:
@@ -96,21 +174,71 @@ def _refuse_data_dependent(construct: str):
     )
 
 
-def _scan(step, carry, xs, device):
-    """(final carry, stacked per-step outputs)."""
+def _scan(step, carry, xs, device, outputs: bool):
+    """(final carry, stacked per-step outputs); ``outputs``: does ``step`` give any?"""
     from torch._higher_order_ops.scan import scan
 
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
-    state, ys = scan(step, init, xs)
-    return tuple(state)[: len(carry)], tuple(ys)
+    if outputs:
+        state, ys = scan(step, init, xs)
+        return tuple(state)[: len(carry)], tuple(ys)
+
+    def with_output(state, x):
+        # a scan without per-step outputs does not compile in AOTInductor (torch 2.13: "getitem is
+        # not an OpOverload"): one 0-d output per step, dropped after the scan
+        return step(state, x)[0], state[0].new_zeros(())
+
+    state, _ = scan(with_output, init, xs)
+    return tuple(state)[: len(carry)], ()
 
 
-def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=()):
+class _Row:
+    """What a scan step passes for a buffer the body writes one row of (``rows``); the body's
+    ``out = write_row(out, i, v)`` gives back another ``_Row`` holding ``v``, which the step
+    returns as a per-step output instead of a copied buffer. (Immutable: dynamo loses an
+    attribute set on a Python object after a cond nested in the scan step, measured.)"""
+
+    def __init__(self, like: tuple, index, value=None):
+        (self.shape, self.dtype, self.device), self.index, self.value = like, index, value
+
+    def written(self, index, value) -> _Row:
+        if index is not self.index or self.value is not None:
+            fail("a loop body wrote its row buffer other than once at the loop index", "for")
+        if not (isinstance(value, torch.Tensor) and value.dtype == self.dtype and value.device == self.device):
+            value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
+        while value.dim() > len(self.shape) and value.shape[0] == 1:  # out[i] = v[None] drops it, as setitem does
+            value = value[0]
+        same = value.dim() == len(self.shape) and all(
+            statically_known_true(a == b) for a, b in zip(value.shape, self.shape)
+        )
+        value = value if same else value.expand(self.shape)  # (an expanded view is copied once more)
+        return _Row((self.shape, self.dtype, self.device), index, value)
+
+    def row(self) -> torch.Tensor:
+        if self.value is None:
+            fail("a loop body did not write its row at this step", "for")
+        return self.value
+
+
+def write_row(buffer, index, value):
+    """``buffer[index] = value`` as a statement that gives the buffer back: the row store of a
+    loop listed in ``rows`` (``out = write_row(out, i, v)``). Eagerly it is that store, on the
+    buffer itself; in a scan step ``buffer`` is a ``_Row`` and the row is returned in a new one."""
+    if isinstance(buffer, _Row):
+        return buffer.written(index, value)
+    at(buffer)[index] = value
+    return buffer
+
+
+def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=()):
     """``for i in range(*bounds): body`` -> ``scan``/``while_loop`` when a bound is a symbolic size.
 
     ``appends``: the lists the body appends one value to at each step (``outs.append(v)``); the
     body returns those values after the carried ones. Eagerly they are appended; under a scan
     they come back stacked (``Stacked``), for ``_ub.stack``/``_ub.cat`` after the loop.
+    ``rows``: the carries (among ``kept``) the body only writes, once per step at the index
+    (``out[i] = v``). Eagerly the body writes them; under a scan the step gets a ``_Row`` in
+    their place, its rows come back stacked and are copied into the buffer once, after the loop.
     """
     start, stop, step = _range_args(bounds)
     n, m = len(carry), len(appends)
@@ -122,36 +250,38 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=()):
             state = _append(_as_tuple(body(i, *state), n + m), n, appends)
         return _from_tuple((*state, *appends))
     if scannable:
+        _for_executorch(carry, _origin)
+        rows = tuple(k for k in rows if carry[k].dim() > 0)
+        loose = [k for k in range(n) if k not in rows]  # what the scan carries
+        # (the buffers' metadata read here: read in the step, they would become inputs of the scan)
+        like = {k: (carry[k].shape[1:], carry[k].dtype, carry[k].device) for k in rows}
 
         def scan_step(state, i):
-            out = _as_tuple(body(i, *_fresh_carry(state[:n], mutated)), n + m)
-            return fresh_outputs(out[:n], state) or (state[0] + 0,), fresh_outputs(out[n:], (*state, *out[:n]))
+            written = {k: _Row(like[k], i) for k in rows}
+            fresh = iter(_fresh_carry(state[: len(loose)], [j for j, k in enumerate(loose) if k in mutated]))
+            out = _as_tuple(body(i, *(written[k] if k in written else next(fresh) for k in range(n))), n + m)
+            new = tuple(out[k] for k in loose)
+            per_step = (*(out[k].row() for k in rows), *out[n:])
+            return fresh_outputs(new, state) or (state[0] + 0,), fresh_outputs(per_step, (*state, *new))
 
-        final, ys = _scan(scan_step, carry, torch.arange(stop), None)
-        return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
-    from torch._higher_order_ops.while_loop import while_loop
-
-    # a bound that is a tensor (an enclosing loop's index) goes in as a carried value: closed over,
-    # it is lifted under the same name as that index inside an enclosing cond or scan, and dynamo's
-    # codegen then fails ("duplicate argument 'child_3' in function definition")
-    if isinstance(start, torch.Tensor) or isinstance(stop, torch.Tensor):
-        return _counted_with_bounds(start, stop, step, body, carry, mutated, kept)
-
-    def test(k, *values):
-        return k < stop if step > 0 else k > stop
-
-    def loop_step(k, *values):
-        out = _as_tuple(body(k.clone(), *_fresh_carry(values, mutated)), n)
-        return (k + step, *fresh_outputs(out, values))
-
-    counter = start if isinstance(start, torch.Tensor) else torch.full((), start, dtype=torch.long)
-    final = tuple(while_loop(test, loop_step, (counter, *carry)))[1:]
-    return _from_tuple(_write_back(carry, final, mutated, kept))
+        final, ys = _scan(scan_step, [carry[k] for k in loose], torch.arange(stop), None, bool(rows) or m > 0)
+        full = list(carry)
+        for j, k in enumerate(loose):
+            full[k] = final[j]
+        for j, k in enumerate(rows):
+            carry[k][:stop].copy_(ys[j])  # one copy of the rows, instead of one of the buffer per step
+        done = _write_back(carry, full, [k for k in mutated if k not in rows], kept)
+        return _from_tuple((*done, *_stacked(appends, ys[len(rows) :])))
+    # the stop goes in as a carried 0-d tensor. Closed over, a tensor stop (an enclosing loop's
+    # index) is lifted under the same name as that index inside an enclosing cond or scan, and
+    # dynamo's codegen then fails ("duplicate argument 'child_3' in function definition"); a
+    # SymInt stop becomes an input of the while_loop that torch.compile's inductor cannot take
+    # ("A subgraph argument other than striding has been modified", torch 2.13)
+    return _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin)
 
 
-def _counted_with_bounds(start, stop, step, body, carry, mutated, kept):
-    """The while_loop of ``for_range`` with the stop carried (it is a tensor: see there)."""
-    from torch._higher_order_ops.while_loop import while_loop
+def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin):
+    """The while_loop of ``for_range``, the counter and the stop carried as 0-d tensors (see there)."""
 
     n = len(carry)
 
@@ -164,7 +294,7 @@ def _counted_with_bounds(start, stop, step, body, carry, mutated, kept):
 
     counter = start.clone() if isinstance(start, torch.Tensor) else torch.full((), start, dtype=torch.long)
     last = stop.clone() if isinstance(stop, torch.Tensor) else torch.full((), stop, dtype=torch.long)
-    final = tuple(while_loop(test, loop_step, (counter, last, *carry)))[2:]
+    final = _while(test, loop_step, (counter, last, *carry), _origin)[2:]
     return _from_tuple(_write_back(carry, final, mutated, kept))
 
 
@@ -253,7 +383,8 @@ def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zip
         carried = fresh_outputs(out[:count], (*state, *rows)) or (state[0] + 0,)
         return carried, fresh_outputs(out[count:], (*state, *rows, *carried))
 
-    final, ys = _scan(step, carry, xs, sources[0].device)
+    _for_executorch(carry, _origin)
+    final, ys = _scan(step, carry, xs, sources[0].device, m > 0)
     return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
 
 
@@ -286,8 +417,6 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=()):
         if not pred:
             return _from_tuple(state)
         state = _as_tuple(body(*state), len(carry))
-    from torch._higher_order_ops.while_loop import while_loop
-
     # an int counter (``i = 0 ... i += 1``) goes in as a 0-d tensor: as a SymInt it fails once the
     # body also reads a parameter (measured); the compiler wrote its subscripts as ``_ub.at(t)[i]``
     state = tuple(_counter(v) for v in state)
@@ -300,7 +429,7 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=()):
     def step(*values):
         return fresh_outputs(_as_tuple(body(*_fresh_carry(values, mutated)), len(carry)), values)
 
-    return _from_tuple(_write_back(state, tuple(while_loop(test, step, state)), mutated, kept))
+    return _from_tuple(_write_back(state, _while(test, step, state, _origin), mutated, kept))
 
 
 def _counter(v):
@@ -402,7 +531,9 @@ def _chained(t, index):
             dim += 1
             seen += 1
         elif isinstance(e, torch.Tensor):
-            t = t.index_select(dim, _wrapped(e, t, dim).reshape(1)).squeeze(dim)
+            # one aten.index with the 0-d index (negative ones wrap, as in Python): per scan step
+            # it is one op where index_select needs the wrap, a reshape and a squeeze (five)
+            t = torch.ops.aten.index.Tensor(t, [None] * dim + [e])
             seen += 1
         else:
             t = t.select(dim, e)
