@@ -460,6 +460,7 @@ class Call(torch.nn.Module):
 # what unbranch says of an if it leaves as Python because a branch function would lose an effect
 REFUSALS = (
     "is changed in a branch",
+    "is changed in place later",
     "read by the nested function",
     "Python state and parameters",
     "rebound in one branch only",

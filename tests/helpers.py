@@ -6,6 +6,9 @@ from torch.export import Dim
 import unbranch
 from unbranch.report import cond_nodes
 
+# (major, minor) of the torch installed: what an older release cannot export at all is its own limit
+TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+
 
 def all_dynamic(args):
     return tuple({i: Dim.DYNAMIC for i in range(a.dim())} if isinstance(a, torch.Tensor) else None for a in args)

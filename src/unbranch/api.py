@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 
 import torch
@@ -12,6 +13,7 @@ from .arguments import (
     TRANSFORM_KEYWORDS,
     check_arguments,
     check_hooks,
+    check_patch_details,
     check_target,
     check_type,
     targets,
@@ -87,6 +89,7 @@ def torch_export_rewrite(
     rewrite=None,
     dump_rewriting: str | None = None,
     verbose: int = 0,
+    patch_details=None,
     *extra,
     model=None,
     strict: bool = False,
@@ -100,9 +103,12 @@ def torch_export_rewrite(
     ``rewrite`` is one item or a list of: an nn.Module (the catalogue's entries for its
     classes plus what discovery finds in its code), a function or method, a ``(class,
     "name")`` pair, or a dict ``{"function": f, **hooks}``; onnx-diagnostic's positional
-    order (rewrite, dump_rewriting, verbose) is kept. Everything is rewritten before
-    anything is swapped, so a failure leaves all originals in place; on exit (also after an
-    exception) every original code object is restored and the runtime global removed.
+    order (rewrite, dump_rewriting, verbose, patch_details) is kept: its ``PatchDetails``, given as
+    ``patch_details``, receives on exit one ``append("unbranch", original, rewritten)`` per
+    rewritten function (names and diffs; which graph nodes each produced: ``report.conds(ep)``).
+    Everything is rewritten before anything is swapped, so a failure leaves all originals in
+    place; on exit (also after an exception) every original code object is restored and the
+    runtime global removed.
     ``lower_under_compile`` also lowers to cond/scan/while_loop under ``torch.compile``
     while open (by default compiled code runs the plain Python branches, as the original).
     ``target="executorch"`` lowers loops to what ExecuTorch runs (it has no ``while_loop``: a
@@ -119,9 +125,10 @@ def torch_export_rewrite(
             f"torch_export_rewrite() expects model to be an nn.Module, got {model!r}", construct="arguments"
         )
     check_target(target, max_loop_iterations)
+    check_patch_details(patch_details)
     named, models = targets(rewrite)
     loops = {"target": target, "max_loop_iterations": max_loop_iterations}
-    return session(
+    context = session(
         named,
         models + ([model] if model is not None else []),
         dump_rewriting,
@@ -130,6 +137,18 @@ def torch_export_rewrite(
         lower_under_compile,
         loops,
     )
+    return context if patch_details is None else _filling(context, patch_details)
+
+
+@contextlib.contextmanager
+def _filling(context, patch_details):
+    """``context``, and on exit what it rewrote appended to onnx-diagnostic's PatchDetails."""
+    with context as report:
+        try:
+            yield report
+        finally:
+            for rm in report.rewritten:
+                patch_details.append("unbranch", rm.function, rm.func)
 
 
 def rewrite_source(

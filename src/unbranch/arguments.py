@@ -20,6 +20,7 @@ CONTEXT_KEYWORDS = (
     "rewrite",
     "dump_rewriting",
     "verbose",
+    "patch_details",
     "model",
     "strict",
     "lower_under_compile",
@@ -52,6 +53,18 @@ def check_type(name: str, argument: str, value, expected: type) -> None:
     if not isinstance(value, expected):
         raise UnbranchError(
             f"{name}() expects {argument} to be a {expected.__name__}, got {value!r}", construct="arguments"
+        )
+
+
+def check_patch_details(details) -> None:
+    """onnx-diagnostic's PatchDetails, or anything with its ``append(family, function_to_patch, patch)``."""
+    if details is not None and (
+        isinstance(details, (list, dict, set)) or not callable(getattr(details, "append", None))
+    ):
+        raise UnbranchError(
+            f"torch_export_rewrite() expects patch_details to be onnx-diagnostic's PatchDetails (an object with "
+            f"append(family, function_to_patch, patch)), got {details!r}",
+            construct="arguments",
         )
 
 

@@ -26,6 +26,7 @@ import torch
 _DATA = re.compile(
     r"GuardOnDataDependentSymNode|Could not guard on data-dependent|Data-dependent branching"
     r"|data-dependent expression|Could not extract specialized integer from data-dependent"
+    r"|PendingUnbackedSymbolNotFound"  # torch 2.14: indexing with a tensor under strict export
 )
 _CONSTRAINT = re.compile(r"Constraints violated|specialized it to be a constant")
 _SIZE_SOURCE = re.compile(r"L\[[^\s,]*?\.size\(\)\[\d+\]")

@@ -151,7 +151,12 @@ def compile_source(
 
 
 def _hook(hook, fn, info, name):
-    out = hook(fn)
+    try:
+        out = hook(fn)
+    except UnbranchError as e:  # a hook that found nothing to change: placed at the function it was given
+        if e.path is None:
+            raise type(e)(e.reason, info.path, info.line, e.construct or name) from None
+        raise
     if not isinstance(out, cst.FunctionDef):
         raise UnbranchError(
             f"{name} must return a libcst FunctionDef, got {type(out).__name__}", info.path, info.line, name

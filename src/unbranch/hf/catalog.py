@@ -4,14 +4,24 @@ Keys are modeling modules; values map a function's qualname in that module to th
 its rewrite needs (usually none: discovery would find most of these, the catalogue makes
 them explicit, reviewable in rewrites/, and covers what a scan cannot see, such as LED's
 ``is_global_attn``, a tensor turned into a Python bool in one method and tested in another).
-Users add their own entries with :func:`register`.
+Users add their own entries with :func:`register`. Where transformers copies the same code into
+many models, a :class:`Recipe` gives it once, picking the classes by their source. A hook that
+no longer finds the code it edits makes its entry stale: left out with a warning, never silent.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
+import re
+import sys
+import warnings
+from pathlib import Path
+from typing import NamedTuple
 
 from .. import discovery
+from ..errors import UnbranchError
 from . import hooks
 
 _M = "transformers.models."
@@ -132,41 +142,80 @@ register(
     ),
 )
 
-# attention split per image at data-dependent lengths (`torch.split(t, lengths.tolist())`): one
-# block-diagonally masked attention under export. Every module whose vision (or audio) attention has
-# the per-chunk list form; the loop-and-append form (Cosmos3Edge, Radio...) is another shape of code.
-BLOCK_DIAGONAL = [
-    ("cohere_compass", "CohereCompassVisionAttention"),
-    ("dots3_note", "Dots3NoteVisionAttention"),
-    ("ernie4_5_vl_moe", "Ernie4_5_VLMoeVisionAttention"),
-    ("exaone4_5", "Exaone4_5_VisionAttention"),
-    ("glm4v", "Glm4vVisionAttention"),
-    ("glm4v_moe", "Glm4vMoeVisionAttention"),
-    ("glm5_next", "Glm5NextVisionAttention"),
-    ("glm_image", "GlmImageVisionAttention"),
-    ("glm_ocr", "GlmOcrVisionAttention"),
-    ("hunyuan_vl", "HunYuanVLVisionAttention"),
-    ("kimi_k25", "Kimi_K25VisionAttention"),
-    ("minicpm_ocr", "MiniCPMOcrVisionAttention"),
-    ("minicpmv4_6", "MiniCPMV4_6VisionAttention"),
-    ("minicpmv4_7", "MiniCPMV4_7VisionAttention"),
-    ("muse_glimmer", "MuseGlimmerVisionAttention"),
-    ("muse_spark", "MuseSparkVisionAttention"),
-    ("qwen2_5_omni", "Qwen2_5OmniAudioAttention"),
-    ("qwen2_5_omni", "Qwen2_5OmniVisionAttention"),
-    ("qwen2_5_vl", "Qwen2_5_VLVisionAttention"),
-    ("qwen2_vl", "VisionAttention"),
-    ("qwen3_5", "Qwen3_5VisionAttention"),
-    ("qwen3_5_moe", "Qwen3_5MoeVisionAttention"),
-    ("qwen3_asr", "Qwen3ASRAudioAttention"),
-    ("qwen3_omni_moe", "Qwen3OmniMoeAudioAttention"),
-    ("qwen3_omni_moe", "Qwen3OmniMoeVisionAttention"),
-    ("qwen3_vl", "Qwen3VLVisionAttention"),
-    ("qwen3_vl_moe", "Qwen3VLMoeVisionAttention"),
-    ("qwen4_exp", "Qwen4ExpVisionAttention"),
+
+class Recipe(NamedTuple):
+    """One semantic rewrite for every class whose method shows the same code, wherever it is defined.
+
+    Where transformers copies one piece of code into many models, a recipe names it once: the
+    ``method`` of every class whose source ``trigger`` matches gets ``hooks``, in any module.
+    A class the trigger picks but a hook cannot change is a stale entry, as a catalogued one is.
+    """
+
+    name: str
+    method: str
+    trigger: re.Pattern
+    hooks: dict
+
+
+RECIPES = [
+    # attention split per image at data-dependent lengths (`torch.split(t, lengths.tolist())`): one
+    # block-diagonally masked attention under export. Vision (and audio) attention of the Qwen-VL and
+    # GLM-V families and their copies (28 classes in transformers 5.23); the loop-and-append form
+    # (Cosmos3Edge, Radio...) is another shape of code.
+    Recipe(
+        "block_diagonal_attention",
+        "forward",
+        # the chunk lengths read from data, one attention per chunk in a list comprehension, concatenated
+        re.compile(
+            r"\blengths\.tolist\(\)(?s:.*?)\battn_outputs = \[(?s:.*?)\bin zip\(\*splits\)\s*\]"
+            r"(?s:.*?)\btorch\.cat\(attn_outputs\b"
+        ),
+        {"pre_rewriter": hooks.block_diagonal_attention},
+    ),
 ]
-for _family, _attention in BLOCK_DIAGONAL:
-    register(f"{_M}{_family}.modeling_{_family}", f"{_attention}.forward", pre_rewriter=hooks.block_diagonal_attention)
+# module -> the entries recipes add for its classes (qualname -> hooks)
+_RECIPE_ENTRIES: dict[str, dict[str, dict]] = {}
+
+
+def _text(obj) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""
+
+
+def recipe_entries(module_name: str) -> dict[str, dict]:
+    """``{qualname: hooks}`` for the classes of ``module_name`` a recipe picks (read once per module)."""
+    if module_name not in _RECIPE_ENTRIES:
+        found = {}
+        module = sys.modules.get(module_name)
+        if module is not None and not module_name.startswith("torch.") and module_name != "builtins":
+            text = _text(module)
+            for recipe in (r for r in RECIPES if r.trigger.search(text)):
+                for cls in vars(module).values():
+                    method = cls.__dict__.get(recipe.method) if isinstance(cls, type) else None
+                    if method and cls.__module__ == module_name and recipe.trigger.search(_text(method)):
+                        found.setdefault(f"{cls.__qualname__}.{recipe.method}", recipe.hooks)
+        _RECIPE_ENTRIES[module_name] = found
+    return _RECIPE_ENTRIES[module_name]
+
+
+@functools.cache
+def recipe_modules() -> tuple[str, ...]:
+    """The installed transformers modeling modules where a recipe's trigger matches (their text, not imported)."""
+    import transformers
+
+    root = Path(transformers.__file__).parent / "models"
+    return tuple(
+        f"transformers.models.{path.parent.name}.{path.stem}"
+        for path in sorted(root.glob("*/modeling_*.py"))
+        if any(r.trigger.search(path.read_text(encoding="utf-8")) for r in RECIPES)
+    )
+
+
+def entries_of(module_name: str) -> dict[str, dict]:
+    """Every catalogued rewrite of ``module_name``: its entries, then what recipes pick there."""
+    return {**recipe_entries(module_name), **CATALOGUE.get(module_name, {})}
 
 
 def resolve(module: str, qualname: str):
@@ -188,11 +237,62 @@ def _class_of(name_or_class):
     if isinstance(found, type):
         return found
     # layers and heads transformers does not export (MarianEncoder, MvpPrompt, LEDClassificationHead...)
-    for module in CATALOGUE:
-        found = getattr(importlib.import_module(module), name_or_class, None)
+    for module in (*CATALOGUE, *(m for m in recipe_modules() if _defines(m, name_or_class))):
+        try:
+            found = getattr(importlib.import_module(module), name_or_class, None)
+        except ImportError:  # a model needing a library that is not installed
+            continue
         if isinstance(found, type):
             return found
     return None
+
+
+def _defines(module: str, name: str) -> bool:
+    """Does the file of transformers module ``module`` define class ``name`` (read, not imported)?"""
+    import transformers
+
+    path = Path(transformers.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    return f"class {name}(" in path.read_text(encoding="utf-8")
+
+
+class StaleCatalogueWarning(UserWarning):
+    """A catalogue entry whose hooks no longer find the code they edit: it is left out."""
+
+
+# (module, qualname) -> why its hooks no longer apply ("" when they do)
+STALE: dict[tuple[str, str], str] = {}
+
+
+def stale_reason(module: str, qualname: str, entry_hooks: dict) -> str:
+    """Why the hooks of ``module:qualname`` no longer apply to the installed code ("" when they do)."""
+    if (module, qualname) not in STALE:
+        from ..api import transform_method
+        from ..rewriting import MODEL_OPTIONS
+
+        why = ""
+        if entry_hooks:
+            try:
+                transform_method(resolve(module, qualname), **MODEL_OPTIONS, **entry_hooks)
+            except hooks.HookDidNotApply as e:
+                why = str(e)
+            except UnbranchError:
+                pass  # not the catalogue's business: the rewrite reports it where it is used
+        STALE[(module, qualname)] = why
+    return STALE[(module, qualname)]
+
+
+def _usable(module: str, qualname: str, entry_hooks: dict) -> bool:
+    why = stale_reason(module, qualname, entry_hooks)
+    if why:
+        import transformers
+
+        warnings.warn(
+            f"unbranch catalogue entry {module}:{qualname} does not apply to transformers "
+            f"{transformers.__version__}, left out: {why}",
+            StaleCatalogueWarning,
+            stacklevel=3,
+        )
+    return not why
 
 
 def code_needing_rewriting(name_or_class):
@@ -200,15 +300,30 @@ def code_needing_rewriting(name_or_class):
 
     A layer class gets its own entries; any other class of a catalogued modeling module (a
     full model such as ``BartForConditionalGeneration``) gets every entry of that module,
-    possibly none (known, nothing to rewrite). None: a class of no catalogued module.
+    possibly none (known, nothing to rewrite). None: a class of no catalogued module. An entry
+    whose hooks no longer find the code they edit is left out, with a StaleCatalogueWarning.
     """
     cls = _class_of(name_or_class)
-    if cls is None or cls.__module__ not in CATALOGUE:
+    if cls is None:
         return None
-    entries = CATALOGUE[cls.__module__]
+    entries = entries_of(cls.__module__)
+    if not entries and cls.__module__ not in CATALOGUE:
+        return None
     own = {q: h for q, h in entries.items() if q.split(".")[0] == cls.__name__}
     chosen = own or entries
-    return [{"function": resolve(cls.__module__, q), **h} for q, h in chosen.items()]
+    module = cls.__module__
+    return [{"function": resolve(module, q), **h} for q, h in chosen.items() if _usable(module, q, h)]
+
+
+def stale_entries(model) -> list[str]:
+    """``module:qualname: why`` of every entry for ``model``'s classes that no longer applies."""
+    modules = set()
+    for cls in dict.fromkeys(type(sub) for sub in model.modules()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StaleCatalogueWarning)
+            code_needing_rewriting(cls)
+        modules.add(cls.__module__)
+    return [f"{m}:{q}: {why}" for (m, q), why in sorted(STALE.items()) if why and m in modules]
 
 
 discovery.CATALOGUES.append(code_needing_rewriting)

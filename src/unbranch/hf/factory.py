@@ -345,8 +345,21 @@ def from_config_file(path: str):
 
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file")
     with open(path) as f:
-        values = json.load(f)
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    if not isinstance(values, dict) or not values.get("model_type"):
+        raise ValueError(f"{path}: no model_type (a transformers config.json names its architecture's model_type)")
+    if values["model_type"] not in CONFIG_MAPPING:
+        import transformers
+
+        raise ValueError(
+            f"{path}: model_type {values['model_type']!r} is unknown to transformers {transformers.__version__}"
+        )
     config_class = CONFIG_MAPPING[values["model_type"]]
     archs = values.get("architectures") or []
     cls = model_class(archs[0]) if archs else None

@@ -2,15 +2,34 @@
 
 Each is a small, named source change for code the rules alone cannot make exportable,
 applied only while rewriting, so the change is visible in ``rewrites/`` like any other.
+They find what they change by its text: a hook that finds nothing raises
+:class:`HookDidNotApply` (the code it edits changed, in a new transformers release say)
+instead of leaving the function as it was and the model quietly unfixed.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from ..errors import UnbranchError
+
+
+class HookDidNotApply(UnbranchError):
+    """A hook found nothing to change in the function it was given."""
+
 
 def _code(node) -> str:
     return cst.Module([]).code_for_node(node)
+
+
+def _changed(name: str, fn: cst.FunctionDef, new: cst.FunctionDef, looked_for: str) -> cst.FunctionDef:
+    """``new``, if the hook changed ``fn``; else HookDidNotApply saying what it looked for."""
+    if new.deep_equals(fn):
+        raise HookDidNotApply(
+            f"hook {name} found nothing to change in {fn.name.value}(): no {looked_for} (the code it edits changed?)",
+            construct="catalogue hook",
+        )
+    return new
 
 
 class _DropNoneFallback(cst.CSTTransformer):
@@ -25,7 +44,7 @@ class _DropNoneFallback(cst.CSTTransformer):
 
 def drop_none_fallback(fn: cst.FunctionDef) -> cst.FunctionDef:
     """``if not mask.any(): mask = None`` -> (removed): an all-False mask already masks nothing."""
-    return fn.visit(_DropNoneFallback())
+    return _changed("drop_none_fallback", fn, fn.visit(_DropNoneFallback()), "`if ...: name = None` without else")
 
 
 class _ReplaceValue(cst.CSTTransformer):
@@ -49,7 +68,8 @@ def guard_assignment(target: str, guard: str):
 
     def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
         guard_expr = cst.parse_expression(guard)
-        return fn.visit(_ReplaceValue(target, lambda v: cst.BooleanOperation(guard_expr, cst.And(), v)))
+        new = fn.visit(_ReplaceValue(target, lambda v: cst.BooleanOperation(guard_expr, cst.And(), v)))
+        return _changed(hook.__qualname__, fn, new, f"assignment `{target} = ...`")
 
     hook.__qualname__ = f"guard_assignment({target!r}, {guard!r})"
     return hook
@@ -81,7 +101,7 @@ def drop_if(condition: str):
     """
 
     def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
-        return fn.visit(_DropIf(condition))
+        return _changed(hook.__qualname__, fn, fn.visit(_DropIf(condition)), f"`if {condition}:` without else")
 
     hook.__qualname__ = f"drop_if({condition!r})"
     return hook
@@ -91,14 +111,15 @@ def replace_value(target: str, expression: str):
     """``target = value`` -> ``target = <expression>`` (e.g. an index the loop now gives as a Python int)."""
 
     def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
-        return fn.visit(_ReplaceValue(target, lambda _: cst.parse_expression(expression)))
+        new = fn.visit(_ReplaceValue(target, lambda _: cst.parse_expression(expression)))
+        return _changed(hook.__qualname__, fn, new, f"assignment `{target} = ...`")
 
     hook.__qualname__ = f"replace_value({target!r}, {expression!r})"
     return hook
 
 
 def chain(*hooks):
-    """One hook applying ``hooks`` in turn."""
+    """One hook applying ``hooks`` in turn (each must find what it changes)."""
 
     def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
         for h in hooks:
@@ -126,7 +147,7 @@ def only_if(target: str, guard: str):
     """``target = value`` -> ``if guard: target = value`` (skip a no-op that export cannot trace)."""
 
     def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
-        return fn.visit(_OnlyIf(target, guard))
+        return _changed(hook.__qualname__, fn, fn.visit(_OnlyIf(target, guard)), f"assignment `{target} = ...`")
 
     hook.__qualname__ = f"only_if({target!r}, {guard!r})"
     return hook
@@ -155,10 +176,11 @@ def cast_linear_in_graph(module: str, dtype: str):
     The two halves may live in different methods, so the hook rewrites whichever it finds.
     """
     guard = f"{module}.weight.dtype != {dtype} and not torch.compiler.is_compiling()"
-    assign, call = only_if(module, guard), _LinearCall(module, dtype)
+    assign, call = _OnlyIf(module, guard), _LinearCall(module, dtype)
 
-    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
-        return assign(fn).visit(call)
+    def hook(fn: cst.FunctionDef) -> cst.FunctionDef:  # either half is enough: each method has one
+        new = fn.visit(assign).visit(call)
+        return _changed(hook.__qualname__, fn, new, f"assignment `{module} = ...` nor call `{module}(x)`")
 
     hook.__qualname__ = f"cast_linear_in_graph({module!r}, {dtype!r})"
     return hook
@@ -234,7 +256,8 @@ def block_diagonal_attention(fn: cst.FunctionDef) -> cst.FunctionDef:
     from ``cu_seqlens`` (a masked position weighs exactly 0). Eagerly the code runs as written. The
     mask holds sequence x sequence values: for thousands of patches, memory to budget for.
     """
-    return fn.visit(_BlockDiagonal())
+    looked_for = "`lengths = cu_seqlens[1:] - cu_seqlens[:-1]` ... `torch.cat(attn_outputs, dim=1)` block"
+    return _changed("block_diagonal_attention", fn, fn.visit(_BlockDiagonal()), looked_for)
 
 
 class _ReplaceExpressions(cst.CSTTransformer):
@@ -253,7 +276,8 @@ def replace_expressions(mapping: dict[str, str]):
     read as the Python int it was made from, so that export sees a size and not data)."""
 
     def hook(fn: cst.FunctionDef) -> cst.FunctionDef:
-        return fn.visit(_ReplaceExpressions(mapping))
+        new = fn.visit(_ReplaceExpressions(mapping))
+        return _changed("replace_expressions", fn, new, "expression " + " or ".join(f"`{k}`" for k in mapping))
 
     hook.__qualname__ = f"replace_expressions({mapping!r})"
     return hook

@@ -30,6 +30,7 @@ from .._quiet import quiet
 from ..api import export
 from ..failures import kind_of
 from ..report import cond_nodes, observe_branches, report_of
+from .catalog import stale_entries
 from .zoo import MODELS
 
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 5e-2}
@@ -60,6 +61,7 @@ class Result:
     onnx_diff: dict = field(default_factory=dict)  # inputs -> max |onnxruntime - eager| (per tensor)
     dropped_checks: list = field(default_factory=list)  # messages of the checks the ONNX model does not make
     dropped_assertions: int = 0  # and how many data-dependent assertions (torch._check, .item() ranges)
+    stale: list = field(default_factory=list)  # catalogue entries for its classes that no longer apply (why)
     seconds: float = 0.0
     log: str = ""  # what torch and onnx printed, captured (shown with -v)
 
@@ -222,8 +224,8 @@ def subject(target: str) -> Subject:
 
     if target in MODELS:
         return ZooSubject(target)
-    if os.path.exists(target):
-        cls, config = factory.from_config_file(target)
+    if os.path.exists(target) or target.endswith(".json"):
+        cls, config = factory.from_config_file(target)  # OSError, ValueError: which file and what is wrong
         made = Subject(os.path.basename(os.path.abspath(target)), lambda dtype: factory.tiny_model(cls, config=config))
         made.source = "config"
         return made
@@ -267,20 +269,23 @@ def validate(name: str | Subject, dtype=torch.float16, strict: bool = False, onn
         except Exception as e:
             res.built = error_line(e)
         if not res.built:
+            res.stale = stale_entries(model)
             _exports(res, subj, model, example, shapes, strict, onnx)
-    res.log = log.getvalue()
+    res.log = log.text()  # blank lines dropped (torch logs empty records around its graph dumps)
     res.seconds = time.perf_counter() - start
     return res
 
 
 def _exports(res: Result, subj: Subject, model, example, shapes, strict: bool, onnx: bool) -> None:
     plain = ep = report = None
+    print("--- plain torch.export.export ---")  # headings in the captured log (-v)
     try:
         plain = _export(model, example, shapes, strict)  # expected to fail: torch logs its partial graph
         res.plain = "ok"
     except Exception as e:
         res.plain, res.plain_where = error_line(e), _where(e)
         res.plain_control_flow = kind_of(e) is not None
+    print("--- unbranch.export ---")
     try:
         ep = _unbranch_export(model, example, shapes, strict)
         report = report_of(ep)
@@ -291,6 +296,7 @@ def _exports(res: Result, subj: Subject, model, example, shapes, strict: bool, o
     if report is not None:
         res.methods, res.exports = [rm.qualname for rm in report], len(report.attempts)
     if ep is not None or plain is not None:
+        print("--- the exported programs against eager" + (", ONNX conversion ---" if onnx else " ---"))
         cases = subj.cases(model, example, shapes, getattr(torch, res.dtype))
         _compare(res, cases, plain, ep, report, (example, shapes, strict) if onnx and ep is not None else None)
 

@@ -57,13 +57,16 @@ def fresh_outputs(values, inputs):
     return pytree.tree_map_only(torch.Tensor, fresh, values)
 
 
-def fail(message: str, construct: str):
-    """Raise the project's error; under strict export a builtin one dynamo can trace (same text)."""
+def fail(message: str, construct: str, cause: BaseException | None = None):
+    """Raise the project's error (``cause`` chained); under strict export a builtin one dynamo can trace (same text)."""
     from ..errors import UnbranchError
 
     if torch.compiler.is_dynamo_compiling():
         raise RuntimeError(f"unbranch: {message} [{construct}]")
-    raise UnbranchError.placed(message, construct)
+    error = UnbranchError.placed(message, construct)
+    if cause is not None:
+        raise error from cause
+    raise error
 
 
 def origin_of_caller(depth: int) -> str:

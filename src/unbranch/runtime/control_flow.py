@@ -15,7 +15,6 @@ import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 
-from ..errors import UnbranchError
 from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller
 
 # callbacks ``(filename, line, taken)`` told which side each eagerly dispatched if took (coverage)
@@ -71,9 +70,8 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
             if unwritable:
                 _refuse(unwritable)
             return _cond(pred, then_fn, else_fn, operands, everything, kept)
-        raise UnbranchError.placed(
-            f"{origin_of_caller(1)}: torch.cond rejected this if on a tensor condition: {rejection(e)}", "if"
-        ) from e
+        # (through fail: under strict export torch 2.14's dynamo cannot build the project's error)
+        fail(f"{origin_of_caller(1)}: torch.cond rejected this if on a tensor condition: {rejection(e)}", "if", e)
 
 
 # what torch.cond says when it rejects its branches, and what that means in the user's code
@@ -327,11 +325,12 @@ def if_exp(pred, then_fn, else_fn):
             # sides torch.cond cannot return (sizes, None...): specialise on the shape condition
             # as the original expression does, rather than fail an export that worked before
             return then_fn() if pred else else_fn()
-        raise UnbranchError.placed(
+        fail(
             f"{origin_of_caller(1)}: torch.cond rejected this conditional expression on a tensor condition: "
             f"{rejection(e)}",
             "conditional expression",
-        ) from e
+            e,
+        )
     return _restore_kind(out)
 
 

@@ -1,8 +1,40 @@
-# unbranch rewrite of GlmImageVisionAttention.forward (transformers.models.glm_image.modeling_glm_image); `unbranch emit` regenerates it
+# unbranch recipe block_diagonal_attention, shown on CohereCompassVisionAttention.forward (transformers.models.cohere_compass.modeling_cohere_compass); `unbranch emit` regenerates it.
+# It rewrites the forward of these 28 classes, picked by their source matching the pattern
+#   \blengths\.tolist\(\)(?s:.*?)\battn_outputs = \[(?s:.*?)\bin zip\(\*splits\)\s*\](?s:.*?)\btorch\.cat\(attn_outputs\b
+# in this version:
+#   transformers.models.cohere_compass.modeling_cohere_compass:CohereCompassVisionAttention.forward
+#   transformers.models.dots3_note.modeling_dots3_note:Dots3NoteVisionAttention.forward
+#   transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe:Ernie4_5_VLMoeVisionAttention.forward
+#   transformers.models.exaone4_5.modeling_exaone4_5:Exaone4_5_VisionAttention.forward
+#   transformers.models.glm4v.modeling_glm4v:Glm4vVisionAttention.forward
+#   transformers.models.glm4v_moe.modeling_glm4v_moe:Glm4vMoeVisionAttention.forward
+#   transformers.models.glm5_next.modeling_glm5_next:Glm5NextVisionAttention.forward
+#   transformers.models.glm_image.modeling_glm_image:GlmImageVisionAttention.forward
+#   transformers.models.glm_ocr.modeling_glm_ocr:GlmOcrVisionAttention.forward
+#   transformers.models.hunyuan_vl.modeling_hunyuan_vl:HunYuanVLVisionAttention.forward
+#   transformers.models.kimi_k25.modeling_kimi_k25:Kimi_K25VisionAttention.forward
+#   transformers.models.minicpm_ocr.modeling_minicpm_ocr:MiniCPMOcrVisionAttention.forward
+#   transformers.models.minicpmv4_6.modeling_minicpmv4_6:MiniCPMV4_6VisionAttention.forward
+#   transformers.models.minicpmv4_7.modeling_minicpmv4_7:MiniCPMV4_7VisionAttention.forward
+#   transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionAttention.forward
+#   transformers.models.muse_spark.modeling_muse_spark:MuseSparkVisionAttention.forward
+#   transformers.models.qwen2_5_omni.modeling_qwen2_5_omni:Qwen2_5OmniAudioAttention.forward
+#   transformers.models.qwen2_5_omni.modeling_qwen2_5_omni:Qwen2_5OmniVisionAttention.forward
+#   transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VLVisionAttention.forward
+#   transformers.models.qwen2_vl.modeling_qwen2_vl:VisionAttention.forward
+#   transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5VisionAttention.forward
+#   transformers.models.qwen3_5_moe.modeling_qwen3_5_moe:Qwen3_5MoeVisionAttention.forward
+#   transformers.models.qwen3_asr.modeling_qwen3_asr:Qwen3ASRAudioAttention.forward
+#   transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe:Qwen3OmniMoeAudioAttention.forward
+#   transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe:Qwen3OmniMoeVisionAttention.forward
+#   transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLVisionAttention.forward
+#   transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe:Qwen3VLMoeVisionAttention.forward
+#   transformers.models.qwen4_exp.modeling_qwen4_exp:Qwen4ExpVisionAttention.forward
 def forward(
     self,
     hidden_states: torch.Tensor,
     cu_seqlens: torch.Tensor,
+    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
     max_seqlen: int | None = None,
     **kwargs,
 ) -> torch.Tensor:
@@ -10,6 +42,9 @@ def forward(
     query_states, key_states, value_states = (
         self.qkv(hidden_states).reshape(seq_length, 3, self.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
     )
+    cos, sin = position_embeddings
+    query_states, key_states = apply_rotary_pos_emb_vision(query_states, key_states, cos, sin)
+
     query_states = query_states.transpose(0, 1).unsqueeze(0)
     key_states = key_states.transpose(0, 1).unsqueeze(0)
     value_states = value_states.transpose(0, 1).unsqueeze(0)
