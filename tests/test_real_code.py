@@ -86,6 +86,33 @@ def test_checks_through_bool_and_a_helper(strict):
             ep.module()(bad)
 
 
+class NestedChecks(torch.nn.Module):
+    """The else side's own if does nothing but check: a cond without outputs inside a branch."""
+
+    def forward(self, x):
+        if x.sum() > 0:
+            x = x * 2
+        else:
+            if x.max() > 0:
+                assert x.abs().max() < 50, "beyond 50"
+            else:
+                _check((x > -20).all(), "below -20")
+        return x + 1
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_checks_in_a_nested_if_stay_in_the_program(strict):
+    model = NestedChecks()
+    positive, mixed, negative = _rows(5, 4) + 2, _rows(6, 4), -(_rows(3, 4) ** 2) - 1
+    ep = _exports(model, strict, [(positive,), (mixed,), (negative,)], example=(mixed,))
+    mixed_far = torch.cat([torch.full((2, 4), -100.0), torch.full((1, 4), 60.0)])
+    for bad, raised in [(mixed_far, "beyond 50"), (torch.full((4, 4), -30.0), "below -20")]:
+        with pytest.raises((AssertionError, ValueError), match=raised):
+            model(bad)
+        with pytest.raises(Exception, match=raised):
+            ep.module()(bad)
+
+
 def count_down(x, n: int):
     """Refers to itself (recursion): its own name must stay the module's global."""
     if n > 0:

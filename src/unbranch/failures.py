@@ -130,14 +130,20 @@ def sites(e: BaseException, guards: GuardLog | None = None, kind: str | None = N
     found: list[Site] = []
     if kind == "shape" and guards is not None:
         found += guards.sites_for(_violated(e))
-    seen = e
-    while seen is not None and not found:
+    chain, seen = [], e
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    # innermost cause first: a cond's branch that failed inside dynamo is named by dynamo's
+    # error, beneath the runtime's refusal raised at the ``if`` holding the cond
+    for seen in reversed(chain):
+        if found:
+            break
         for frames in (_dynamo_frames(seen), _traceback_frames(seen)):
             site = _site(frames, kind) if frames else None
             if site is not None:
                 found.append(site)
                 break
-        seen = seen.__cause__ or seen.__context__
     return found
 
 

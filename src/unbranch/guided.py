@@ -71,7 +71,12 @@ class Guide:
                 return ep
             attempt.error = _first_line(error)
             if isinstance(error, UnbranchError):
-                raise error
+                # a cond's branch calls code that branches on data (non-strict export traces a cond
+                # nested in a branch with dynamo, which names that code): rewrite it too
+                cause = error.__cause__
+                if cause is None or kind_of(cause) != "data" or not self._follow(cause, guards, attempt):
+                    raise error
+                continue
             ours = runtime_failure(error)
             if ours is not None:
                 raise ours from error
@@ -79,16 +84,20 @@ class Guide:
                 if n == 1:
                     raise error
                 raise self._failed_after(error) from error
-            attempt.sites = sites(error, guards)
             if n == 1:
                 attempt.rewritten += self._rewrite_upfront()
-            for site in attempt.sites:
-                why = self._rewrite(site, attempt)
-                if why:
-                    attempt.why[site.where] = why
-            if not attempt.rewritten:
+            if not self._follow(error, guards, attempt):
                 raise self._stuck(attempt, n - 1) from error
         raise self._stuck(attempt, n) from error
+
+    def _follow(self, error: BaseException, guards: GuardLog, attempt: Attempt) -> bool:
+        """Rewrite the functions holding the places ``error`` names; did this attempt rewrite anything?"""
+        attempt.sites = sites(error, guards)
+        for site in attempt.sites:
+            why = self._rewrite(site, attempt)
+            if why:
+                attempt.why[site.where] = why
+        return bool(attempt.rewritten)
 
     @functools.cached_property
     def upfront(self) -> list:

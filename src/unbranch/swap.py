@@ -6,6 +6,7 @@ import contextlib
 import types
 
 from . import loader
+from .runtime._tracing import checks_kept
 
 # functions whose __code__ is swapped right now -> their original code object
 _ORIGINAL_CODE: dict[types.FunctionType, types.CodeType] = {}
@@ -39,7 +40,8 @@ def swapped_in(rewritten):
             _ORIGINAL_CODE.setdefault(fn, fn.__code__)
             swapped.append((fn, fn.__code__, rm.runtime, _anchor(rm.code_object)))
             fn.__code__ = code
-        yield
+        with checks_kept():
+            yield
     finally:
         for fn, code, name, anchor in reversed(swapped):
             fn.__code__ = code

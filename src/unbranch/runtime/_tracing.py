@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
 
@@ -18,6 +20,26 @@ def tracing() -> bool:
     inductor backends), whose graphs must stay what the original code gives.
     """
     return torch.compiler.is_exporting() or (LOWER_UNDER_COMPILE and torch.compiler.is_compiling())
+
+
+@contextlib.contextmanager
+def checks_kept():
+    """While open, dead-code elimination keeps a ``torch.cond`` whose outputs nothing uses.
+
+    A cond nested in a branch whose sides only check (``assert``, ``raise`` -> ``_assert_async``)
+    has no outputs; torch counts cond as pure and drops it from the branch graph (measured,
+    torch 2.13 strict export): the checks vanished from the program without a word.
+    """
+    from torch.fx.node import _side_effectful_functions as impure
+
+    cond = torch.ops.higher_order.cond
+    added = cond not in impure
+    impure.add(cond)
+    try:
+        yield
+    finally:
+        if added:
+            impure.discard(cond)
 
 
 def is_symbolic(value) -> bool:
