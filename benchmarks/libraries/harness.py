@@ -86,6 +86,29 @@ class LibResult(Result):
         return self.tol
 
 
+class _Call(torch.nn.Module):
+    def __init__(self, fn, fixed: dict):
+        super().__init__()
+        self.fn, self.fixed = fn, fixed  # an nn.Module fn is a submodule: its parameters are the model's
+
+
+def call(fn, names, **fixed) -> torch.nn.Module:
+    """A module whose ``forward(self, <names>)`` is ``fn(<name>=<name>..., **fixed)``.
+
+    torch.export takes neither ``**kwargs`` nor a function: this gives a function (a kornia op)
+    or a method (``model.encode``) a forward with named tensor arguments.
+    """
+    names = list(names)
+    source = (
+        f"def forward(self, {', '.join(names)}):\n"
+        f"    return self.fn({''.join(f'{n}={n}, ' for n in names)}**self.fixed)\n"
+    )
+    namespace: dict = {}
+    exec(compile(source, f"<call {getattr(fn, '__qualname__', fn)}>", "exec"), namespace)
+    cls = type("Call", (_Call,), {"forward": namespace["forward"]})
+    return cls(fn, fixed)
+
+
 def spec_at(shapes, level: str):
     """The dynamic_shapes ``torch.export`` takes for ``shapes`` at ``level`` (None where nothing is dynamic)."""
 
@@ -123,8 +146,8 @@ def describe(shapes) -> str:
     return "+".join(kinds) or "none"
 
 
-def grown(inputs, shapes, dynamic: set | None = None):
-    """``inputs`` with every dynamic dimension grown by its step (values repeated cyclically).
+def grown(inputs, shapes, level: str = "dynamic", dynamic: set | None = None):
+    """``inputs`` with every dimension dynamic at ``level`` grown by its step (values repeated cyclically).
 
     ``dynamic``: the (path, dim) pairs that stayed dynamic in the program (``Dim.AUTO``); others are kept.
     """
@@ -133,7 +156,9 @@ def grown(inputs, shapes, dynamic: set | None = None):
         if not isinstance(value, torch.Tensor) or not isinstance(dims, dict):
             return value
         for d, marker in dims.items():
-            if isinstance(marker, Dyn) and (dynamic is None or (path, d) in dynamic):
+            if not isinstance(marker, Dyn) or (level == "dynamic batch" and marker.kind != "batch"):
+                continue
+            if dynamic is None or (path, d) in dynamic:
                 size = value.shape[d]
                 value = value.index_select(d, torch.arange(size + marker.step) % size)
         return value
@@ -247,7 +272,7 @@ def _exports(res: LibResult, model, built: Built, strict: bool) -> None:
     dynamic = _symbolic_dims(program, built.inputs) if res.level == "auto" else None
     cases = {"example": built.inputs}
     if res.level != "static" and (dynamic is None or dynamic):
-        cases["other shape"] = grown(built.inputs, built.shapes, dynamic)
+        cases["other shape"] = grown(built.inputs, built.shapes, res.level, dynamic)
     cases.update(built.flips)
     _compare(res, model, cases, plain, ep, report, built.seed)
 

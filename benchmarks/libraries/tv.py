@@ -17,7 +17,7 @@ NUM_CLASSES = 5
 # (name, keyword arguments, image side): a sample of every family of classifiers
 CLASSIFIERS = [
     ("alexnet", {}, 64),
-    ("vgg11_bn", {}, 32),
+    ("vgg11_bn", {}, 64),
     ("resnet18", {}, 64),
     ("resnet50", {}, 64),
     ("resnext50_32x4d", {}, 64),
@@ -80,7 +80,7 @@ def classifier(name: str, kwargs: dict, side: int) -> Built:
     import torchvision
 
     model = torchvision.models.get_model(name, weights=None, num_classes=NUM_CLASSES, **kwargs)
-    return Built(model, {"x": _images(2, side)}, {"x": {0: BATCH, 2: space(32), 3: space(32)}})
+    return Built(model, {"x": _images(2, side)}, {"x": {0: BATCH, 2: space(8), 3: space(8)}})
 
 
 def segmenter(name: str) -> Built:
