@@ -115,8 +115,8 @@ def raft() -> Built:
 
     model = torchvision.models.optical_flow.raft_small(weights=None)
     torch.manual_seed(0)
-    one, two = torch.rand(2, 3, 64, 64), torch.rand(2, 3, 64, 64)
-    dims = {0: BATCH, 2: space(32), 3: space(32)}
+    one, two = torch.rand(2, 3, 128, 128), torch.rand(2, 3, 128, 128)
+    dims = {0: BATCH, 2: space(8), 3: space(8)}
     inputs = {"image1": one, "image2": two, "num_flow_updates": 3}
     return Built(model, inputs, {"image1": dims, "image2": dims, "num_flow_updates": None})
 
