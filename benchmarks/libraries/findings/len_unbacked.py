@@ -1,12 +1,10 @@
 """`num_rois = len(rois)` on a tensor whose length is data (torchvision/ops/poolers.py:185).
 
-Every two-stage detector (Faster/Mask/Keypoint R-CNN) pools the boxes NMS kept:
-`_multiscale_roi_align` calls `len(rois)`, and `Tensor.__len__` must return a Python int, so
-torch raises "Could not extract specialized integer from data-dependent expression". No branch
-is involved: unbranch.export rewrites the function, finds nothing to convert, and stops
-("needs a Python value computed from data"). `rois.shape[0]` (a SymInt) exports fine, so a
-rewrite of `len(x)` into a runtime helper returning `x.shape[0]` for a tensor under export
-(Python's len otherwise) would get past it.
+Two-stage detectors (Faster/Mask/Keypoint R-CNN) pool the boxes NMS kept; `Tensor.__len__`
+must return a Python int: "Could not extract specialized integer from data-dependent
+expression". No branch: unbranch.export finds nothing to convert and stops. `rois.shape[0]`
+(a SymInt) exports fine: `len(x)` could become a runtime helper giving `x.shape[0]` for a
+tensor under export (Python's len otherwise).
 """
 
 import torch
@@ -33,12 +31,9 @@ except unbranch.UnbranchError as e:
     print("unbranch.export FAILS:", e)
 
 
-class Fixed(torch.nn.Module):  # what a rewrite could make of it
-    def forward(self, boxes, scores):
-        rois = boxes[torch.where(scores > 0.5)[0]]
-        return torch.zeros(rois.shape[0], 3) + rois[:, :1]
-
-
-ep = torch.export.export(Fixed(), (x, s))
+pool.__code__ = compile(  # what a rewrite could make of it: rois.shape[0]
+    "def pool(rois):\n    return torch.zeros(rois.shape[0], 3) + rois[:, :1]", "<fixed>", "exec"
+).co_consts[0]
+ep = torch.export.export(M(), (x, s))
 assert torch.equal(ep.module()(x, s), M()(x, s))
 print("with rois.shape[0]: exports and matches")
