@@ -2,9 +2,10 @@
 
 The sample is chosen from a census (``python -m benchmarks.libraries.timm_models``): every model
 is built on the meta device (no memory, no time) to count its parameters; that is
-``benchmarks/results/timm-census.json``. From each timm module (``resnet``, ``vision_transformer``,
-``efficientnet``...), the smallest model of each name family (``vit``, ``deit``...) is taken, and
-of those the :data:`PER_MODULE` smallest, under :data:`MAX_PARAMS` parameters.
+``benchmarks/results/timm-census.json``. Of the models under :data:`MAX_PARAMS` parameters, each
+timm module (``resnet``, ``vision_transformer``, ``efficientnet``...) gives up to
+:data:`PER_MODULE`: the smallest of each name family (``vit``, ``deit``...), then the second
+smallest of each, and so on (at most :data:`PER_FAMILY` per family).
 
 Each model is built with ``pretrained=False, num_classes=5`` on a 64x64 image; a model that
 cannot take it is built again with ``img_size=64``, then at the input size of its config.
@@ -23,8 +24,9 @@ import torch
 from .harness import BATCH, Built, Entry, space
 
 CENSUS = os.path.join(os.path.dirname(__file__), "..", "results", "timm-census.json")
-PER_MODULE = 4
-MAX_PARAMS = 60e6
+PER_MODULE = 8
+PER_FAMILY = 4
+MAX_PARAMS = 30e6
 SIDE = 64
 NUM_CLASSES = 5
 
@@ -35,17 +37,18 @@ def family(name: str) -> str:
 
 
 def sample(census: dict) -> list[str]:
-    by_module: dict[str, dict[str, tuple]] = {}
+    """Per module, families in turn (each its smallest model first), up to PER_MODULE models."""
+    by_module: dict[str, dict[str, list]] = {}
     for name, info in census.items():
-        if info.get("params") is None or info["params"] > MAX_PARAMS:
-            continue
-        smallest = by_module.setdefault(info["module"], {})
-        key = family(name)
-        if key not in smallest or (info["params"], name) < smallest[key]:
-            smallest[key] = (info["params"], name)
+        if info.get("params") is not None and info["params"] <= MAX_PARAMS:
+            by_module.setdefault(info["module"], {}).setdefault(family(name), []).append((info["params"], name))
     chosen = []
     for module in sorted(by_module):
-        chosen += [name for _, name in sorted(by_module[module].values())[:PER_MODULE]]
+        families = sorted(sorted(models)[:PER_FAMILY] for models in by_module[module].values())
+        picked = []
+        for rank in range(PER_FAMILY):
+            picked += [models[rank][1] for models in families if rank < len(models)]
+        chosen += picked[:PER_MODULE]
     return chosen
 
 
