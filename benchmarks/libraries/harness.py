@@ -75,7 +75,7 @@ class LibResult(Result):
     mode: str = "eval"
     level: str = ""  # the level of LEVELS the exports used
     dims: str = ""  # what the dynamic dimensions were, in short
-    tried: list = field(default_factory=list)  # [level, plain export's error] of the levels given up
+    tried: list = field(default_factory=list)  # [level, plain export's error(, unbranch's)] of levels given up
     plain_kind: str = ""  # failures.kind_of the plain export's error: data, shape or ""
     attempts: list = field(default_factory=list)  # unbranch.export's attempts, one line each
     unbranch_report: str = ""
@@ -231,6 +231,8 @@ def _call(model, inputs, seed):
 
 
 def _exports(res: LibResult, model, built: Built, strict: bool) -> None:
+    if built.shapes:  # torch.export wants every argument named: None for those with no dynamic dimension
+        built.shapes = {name: built.shapes.get(name) for name in built.inputs}
     levels = _levels(built.shapes)
     plain = ep = None
     for n, level in enumerate(levels):
@@ -240,11 +242,13 @@ def _exports(res: LibResult, model, built: Built, strict: bool) -> None:
         kind = kind_of(error) if error is not None else None
         if error is None or kind == "data" or n == len(levels) - 1:
             break
+        tried = [level, _short(error_line(error))]
         if kind == "shape":  # a branch fixed a dimension declared dynamic: unbranch.export may keep it
             ep, uerror = _try(_unbranch, model, built.inputs, spec, strict)
             if ep is not None:
                 break
-        res.tried.append([level, error_line(error)])
+            tried.append(_short(error_line(uerror)))
+        res.tried.append(tried)
     if error is not None:
         res.plain, res.plain_where = _short(error_line(error)), _where(error)
         res.plain_control_flow = bool(CONTROL_FLOW.search(str(error)))

@@ -62,7 +62,7 @@ def geometry() -> dict:
     p1, p2 = _points()
     corners = torch.tensor([[[0.0, 0.0], [31.0, 0.0], [31.0, 31.0], [0.0, 31.0]]]).repeat(2, 1, 1)
     boxes = torch.tensor([[[2.0, 2.0], [20.0, 2.0], [20.0, 24.0], [2.0, 24.0]]]).repeat(2, 1, 1)
-    affine = _homography()[:, :2]
+    affine = _homography()[:, :2].contiguous()  # (a view's strides would be guarded on)
     angle = torch.tensor([30.0, -45.0])
     return {
         "warp_perspective": lambda: fn(
