@@ -4,7 +4,9 @@ Two-stage detectors (Faster/Mask/Keypoint R-CNN) pool the boxes NMS kept; `Tenso
 must return a Python int: "Could not extract specialized integer from data-dependent
 expression". No branch: unbranch.export finds nothing to convert and stops. `rois.shape[0]`
 (a SymInt) exports fine: `len(x)` could become a runtime helper giving `x.shape[0]` for a
-tensor under export (Python's len otherwise).
+tensor under export (Python's len otherwise). Same cause elsewhere: kornia match_snn
+(`if len(match_dists) == 0`, matching.py:233), diffusers' index_for_timestep, and on a
+dynamic (backed) size `len()` specialises it: kornia posterize/solarize (adjust.py:1050/859).
 """
 
 import torch
