@@ -1,5 +1,4 @@
 """`num_rois = len(rois)` on a tensor whose length is data (torchvision/ops/poolers.py:185).
-
 Two-stage detectors (Faster/Mask/Keypoint R-CNN) pool the boxes NMS kept; `Tensor.__len__`
 must return a Python int: "Could not extract specialized integer from data-dependent
 expression". No branch: unbranch.export finds nothing to convert and stops. `rois.shape[0]`
