@@ -44,7 +44,7 @@ CLASSIFIERS = [
     ("swin_v2_t", {}, 64),
     ("vit_b_16", {"image_size": 64}, 64),
     ("vit_b_32", {"image_size": 64}, 64),
-    ("maxvit_t", {"input_size": (64, 64), "partition_size": 2}, 64),
+    ("maxvit_t", {"input_size": (224, 224)}, 224),  # its builder fixes partition_size=7: 224 px
 ]
 
 DETECTORS = [
@@ -154,6 +154,8 @@ def detector(name: str, mode: str) -> Built:
         kwargs["_skip_resize"] = True
     model = torchvision.models.get_model(name, weights=None, weights_backbone=None, **kwargs)
     sizes = [(64, 80), (72, 64)]
+    if name.startswith("ssd300") and mode == "train-noresize":
+        sizes = [(300, 300), (300, 300)]  # not resized: VGG's extra layers need 300 px
     torch.manual_seed(0)
     images = [torch.rand(3, h, w) for h, w in sizes]
     image_dims = {1: space(16), 2: space(16)}

@@ -22,15 +22,19 @@ def scale_plain(x, prev_timestep):
     return x * 2 if prev_timestep >= 0 else x
 
 
+class M(torch.nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+
+    def forward(self, x, t):
+        return self.f(x, t - 10)
+
+
 for f in (scale, scale_plain):
-
-    class M(torch.nn.Module):
-        def forward(self, x, t):
-            return f(x, t - 10)
-
     print(f.__name__, "changed:", unbranch.transform_method(f).changed)
     try:
-        ep = unbranch.export(M(), (torch.ones(3), torch.tensor(50)))
+        ep = unbranch.export(M(f), (torch.ones(3), torch.tensor(50)))
         print("  exports; t=5:", ep.module()(torch.ones(3), torch.tensor(5)))
     except unbranch.UnbranchError as e:
         print("  unbranch.export FAILS:", str(e).splitlines()[-1][:200])
