@@ -137,6 +137,10 @@ def _kind(expr: str, hints=None, fn: str = "def forward(self, x, is_pad, kwargs,
         "torch.jit.is_tracing()",
         "x.dim() == 2",
         "any(v is None for v in x)",
+        # False (True) whenever torch exports, before the tensor is ever tested
+        "not torch.compiler.is_compiling() and x.any()",
+        "torch.compiler.is_exporting() or (x > 0).all()",
+        "flag is None and not torch._dynamo.is_compiling() and x.any()",
     ],
 )
 def test_provably_python_is_static(expr):
@@ -162,6 +166,9 @@ def test_provably_python_is_static(expr):
         ("all([(a > 0).all(), (b > 0).all()])", "tensor"),
         ("torch.equal(a, b)", "tensor"),
         ("x.shape[0] > 4", "shape"),
+        ("x.any() and not torch.compiler.is_compiling()", "tensor"),  # the tensor is tested first
+        ("is_pad and not torch.compiler.is_compiling() and x.any()", "tensor"),  # is_pad may be a tensor
+        ("not is_tracing(x) and x.any()", "tensor"),  # (transformers' is_tracing: a hint for its files only)
     ],
 )
 def test_not_provably_python_is_dispatched(expr, kind):

@@ -19,7 +19,8 @@ from unbranch.hf.zoo import EXPORT_TODAY, MODELS
 from unbranch.source import innermost_function
 
 # discovery rewrites a method of these (a float16-only clamp; Whisper: a spec-augment helper
-# eval never calls), so rewritten code runs during their export
+# eval never calls; Blenderbot, Pegasus, M2M100: LayerDrop's `torch.rand([]) < self.layerdrop`,
+# which only training runs), so rewritten code runs during their export
 REWRITTEN = [
     "BartModel",
     "PLBartModel",
@@ -29,6 +30,9 @@ REWRITTEN = [
     "BigBirdPegasusModel",
     "LongT5Model",
     "WhisperModel",
+    "BlenderbotModel",
+    "PegasusModel",
+    "M2M100Model",
 ]
 # nothing to rewrite: the context must be a no-op (Udop: ``torch.numel(input_ids) == 0`` in
 # UdopStack.forward is a size test, no reason to rewrite)

@@ -53,7 +53,8 @@ def test_vit_is_known_with_nothing_to_rewrite():
     plain = torch.export.export(model, (), kwargs=kwargs, dynamic_shapes=tiny.dynamic_shapes(kwargs))
     with unbranch.torch_export_rewrite(rewrite=[*unbranch.code_needing_rewriting("ViTModel"), model]) as report:
         ep = torch.export.export(model, (), kwargs=kwargs, dynamic_shapes=tiny.dynamic_shapes(kwargs))
-    assert len(report) == 0 and str(ep.graph) == str(plain.graph)
+    # (discovery reaches transformers' mask helpers, which ViT does not run: nothing of ViT's own)
+    assert not [rm for rm in report if "ViT" in rm.qualname] and str(ep.graph) == str(plain.graph)
     other = tiny.inputs(3, 0)
     assert_same(ep.module()(**other).last_hidden_state, model(**other).last_hidden_state)
 

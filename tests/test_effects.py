@@ -362,3 +362,42 @@ def test_a_carry_a_converted_loop_keeps_is_still_the_same_object_for_the_enclosi
         block_effects(cst.parse_module("y = _ub.if_stmt(p, a, b, (y,), mutated=(0,), kept=((0, 0),))\n").body).rebound
         == frozenset()
     )
+
+
+def _effects_of(code: str):
+    return block_effects(cst.parse_module(code).body)
+
+
+def test_augmented_assignment_on_a_tuple_written_out_is_a_new_tuple():
+    """``outputs = (h,)`` then ``outputs += (w,)`` binds a new tuple: ``h`` is not changed in place."""
+    effects = _effects_of("outputs = (h,)\nif flag:\n    outputs += (w,)\n")
+    assert "h" not in effects.mutated and "outputs" in effects.rebound
+    # unpacking a display binds its elements: ``a += 1`` changes the tensor ``x`` in place
+    assert {"a", "x"} <= _effects_of("a, b = x, y\na += 1\n").mutated
+    # bound to something else on another path: what ``+=`` does is not known, so it counts
+    assert "h" in _effects_of("outputs = (h,)\nif flag:\n    outputs = h\noutputs += (w,)\n").mutated
+
+
+class OutputsTuple(torch.nn.Module):
+    """TableTransformer's encoder layer: a clamp rebinding the argument, then a tuple grown after it."""
+
+    def forward(self, hidden_states, output_attentions: bool = True):
+        hidden_states = hidden_states * 2
+        if not torch.isfinite(hidden_states).all():
+            hidden_states = torch.nan_to_num(hidden_states, posinf=1e4, neginf=-1e4)
+        outputs = (hidden_states,)
+        if output_attentions:
+            outputs += (hidden_states.sum(-1),)
+        return outputs
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_tuple_grown_after_a_one_sided_rebinding_converts(strict):
+    model = OutputsTuple()
+    x = torch.randn(3, 4)
+    ep = unbranch.export(model, (x,), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+    assert count_conds(ep) == 1
+    inf = torch.randn(5, 4)
+    inf[1, 2] = float("inf")
+    for args in [(x,), (inf,), (torch.randn(2, 4),)]:
+        assert_same(ep.module()(*args), model(*args))

@@ -267,15 +267,59 @@ def test_context_naming_other_functions_says_what_to_do():
 
 @pytest.mark.parametrize("strict", MODES)
 def test_context_eager_and_second_export_after_a_guided_one(strict):
-    """Inside the context, what a guided export rewrote is swapped in for that export only."""
-    model = HelperInOtherPackage()
-    x = _rows(4, -1)
+    """Inside the context, what a guided export rewrote is swapped in for that export only.
+
+    ``if is_pad:`` on an argument is no tensor to a static reading: discovery leaves it, torch names it.
+    """
+    model = IfOnFlagArgument()
+    forward = IfOnFlagArgument.forward.__code__
+    args = (_rows(4), torch.tensor(True))
+    shapes = ({0: Dim.DYNAMIC}, None)
     with unbranch.torch_export_rewrite(model) as report:
-        ep = torch.export.export(model, (x,), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
-        assert boxes.clip_boxes.__code__.co_filename == boxes.__file__
-        assert_same(model(x), boxes.clip_boxes(x, 2.0) * 3)
-        again = torch.export.export(model, (x,), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
-    assert [rm.qualname for rm in report.rewritten] == ["clip_boxes"]
-    for args in [(x,), (_rows(7),)]:
-        assert_same(ep.module()(*args), model(*args))
-        assert_same(again.module()(*args), model(*args))
+        assert not report.rewritten
+        ep = torch.export.export(model, args, dynamic_shapes=shapes, strict=strict)
+        assert IfOnFlagArgument.forward.__code__ is forward
+        assert_same(model(*args), args[0] + 1)
+        again = torch.export.export(model, args, dynamic_shapes=shapes, strict=strict)
+    assert [rm.qualname for rm in report.rewritten] == ["IfOnFlagArgument.forward"]
+    assert len(report.attempts) == 4  # each export: stopped, then exported
+    for call in [args, (_rows(7), torch.tensor(False))]:
+        assert_same(ep.module()(*call), model(*call))
+        assert_same(again.module()(*call), model(*call))
+
+
+def test_discovery_reaches_other_packages_and_objects():
+    """Static discovery follows calls into other modules and into objects that are no modules."""
+    from unbranch.discovery import discover
+
+    assert {fn.__qualname__ for fn, _ in discover(HelperInOtherPackage())} == {"clip_boxes"}
+    assert {fn.__qualname__ for fn, _ in discover(HoldsAnObject())} == {"Clipper.apply"}
+    assert {fn.__qualname__ for fn, _ in discover(IfOnBuffer())} == {"IfOnBuffer.forward"}
+    # reached, but a test of an argument against 0 could be a Python int: torch will say
+    assert not discover(NonModuleObject()) and not discover(IfOnFlagArgument())
+
+
+class Clipper:
+    def apply(self, x):
+        if x.abs().max() > 1:
+            return x / x.abs().max()
+        return x
+
+
+class HoldsAnObject(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.clipper = Clipper()
+
+    def forward(self, x):
+        return self.clipper.apply(x) * 2
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_context_rewrites_what_discovery_finds_in_an_object(strict):
+    model = HoldsAnObject()
+    with unbranch.torch_export_rewrite(model) as report:
+        ep = torch.export.export(model, (_rows(4) * 3,), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+    assert [rm.qualname for rm in report.rewritten] == ["Clipper.apply"] and len(report.attempts) == 1
+    for x in [_rows(4) * 3, _rows(7) * 0.1, _rows(2) * 2]:
+        assert_same(ep.module()(x), model(x))

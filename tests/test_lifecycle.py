@@ -87,16 +87,21 @@ class Layered(torch.nn.Module):
             x = x * 2
         return self._deep(x)
 
-    def _deep(self, x):  # depth 3: too far
+    def _deep(self, x):  # depth 3: followed
+        if x.sum() > 0:
+            x = x + 1
+        return self._deeper(x)
+
+    def _deeper(self, x):  # depth 4: too far
         if x.sum() > 0:
             x = x + 1
         return x
 
 
-def test_discovery_follows_helpers_two_calls_deep():
+def test_discovery_follows_helpers_three_calls_deep():
     from unbranch.discovery import discover
 
-    assert [fn.__qualname__ for fn, hooks in discover(Layered())] == ["Layered.helper"]
+    assert [fn.__qualname__ for fn, hooks in discover(Layered())] == ["Layered.helper", "Layered._deep"]
 
 
 def _compiled_matches_eager(model, fullgraph, backend):

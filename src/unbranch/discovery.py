@@ -1,132 +1,44 @@
-"""Which functions a model needs rewritten: the catalogue, plus a scan of the model's own code.
+"""Which functions a model needs rewritten: the catalogue, and what the classifier finds in the code it reaches.
 
-The scan looks at each submodule class's ``forward`` (where it is defined), at the plain
-methods that ``forward`` calls on ``self`` (``self._merge(...)``, two calls deep), and at the
-top-level functions of the modules those classes come from. A function is a candidate
-when the compiler, run on it, dispatches at least one condition it classifies as TENSOR
-(``.any()``, ``.item()``, ``torch.*`` ...) or converts a loop (a ``for`` over a range of a
-tensor's size, a ``while`` on a tensor condition): flags, None tests and shape tests alone
-do not make a method worth touching. The other conditions of a candidate are rewritten as
-always (dispatched at run time when the classifier cannot tell).
+Reach: from each submodule class's ``forward``, the calls it makes are followed, a few calls
+deep: methods called on ``self`` (and on objects the module holds that are no modules, such
+as a scheduler), ``super()`` methods, module functions of any package (a name in the
+function's globals, or an attribute of a module it imported), static and class methods.
+Submodules are not followed as calls (their own class is scanned), and neither are torch,
+the standard library and unbranch itself.
+
+A function is wanted when the compiler's classifier finds a construct on tensor data in it:
+a condition of kind TENSOR (an attribute the module holds as a parameter or buffer counts
+as a tensor), or a loop over a tensor or over ``range`` of a size. Flags, None tests and
+size tests alone do not make a function worth touching. What static reading cannot tell
+(``if is_pad:`` on a tensor argument) is left to the export itself: inside the context, an
+export that stops at control flow on data rewrites the function torch names (session.py).
 """
 
 from __future__ import annotations
 
-import inspect
-import re
-import sys
+import ast
 import types
 
 import torch
 
 from . import cache
-from .analysis.classify import TENSOR
+from .analysis.classify import Classifier
 from .errors import UnbranchError
-from .rewriting import MODEL_OPTIONS, options_for, rewrite
+from .failures import is_user_file
+from .rewriting import is_method
 from .source import get_source, innermost_function
 
-# a branch header mentioning tensor data, or a for loop over sizes or over a plain name (``for row
-# in x``), not over attributes (``for layer in self.layers``); the compiler's classifier confirms it
-_TENSORISH = re.compile(
-    r"^\s*((if|elif|while)\b.*(\.(any|all|item|sum|max|min|mean|isfinite|isinf|isnan|eq|ne|gt|lt)\(|torch\.)"
-    r"|for\b.*\bin\b.*(\.shape|\.size\(|\.item\())",
-    re.MULTILINE,
-)
 # lookups (a class -> rewrite specs, or None) that integrations register: unbranch.hf.catalog's
 # transformers catalogue; the compiler itself knows no model library
 CATALOGUES: list = []
 
-# a converted for loop counts when it plainly runs over a size: the compiler also converts loops
-# over names it cannot type (``for t in tensors``, a tuple of tensors), which a model must not pay for
-_SIZED = re.compile(r"\bin\b.*(\.shape|\.size\(|\.item\()")
+_DEPTH = 3  # forward -> helper -> helper of helper -> one more
 
-_HELPER_DEPTH = 2  # forward -> self.helper() -> self.helper_of_helper()
-
-# code object -> does discovery want it rewritten (entering again re-reads nothing)
+# code object -> its ``ast`` FunctionDef (None: no source), parsed once
+_TREES: dict = cache.memo()
+# (code object, tensor attributes) -> does the classifier find a construct on tensor data in it
 _WANTED: dict = cache.memo()
-# code object -> names it calls as methods of its first parameter (``self.NAME(``)
-_SELF_CALLS: dict = cache.memo()
-
-
-def _scan(fn) -> bool:
-    """Does discovery want ``fn`` rewritten? Answered once per code object."""
-    code = getattr(inspect.unwrap(fn), "__code__", None)
-    if code is None:
-        return False
-    if code not in _WANTED:
-        _WANTED[code] = _scan_source(fn)
-    return _WANTED[code]
-
-
-def _scan_source(fn) -> bool:
-    try:
-        src = inspect.getsource(fn)
-    except (OSError, TypeError):
-        return False
-    if not _TENSORISH.search(src):
-        return False
-    try:
-        inner = innermost_function(fn)
-        rm = rewrite(inner, options_for(inner, **MODEL_OPTIONS))
-    except UnbranchError:
-        return False
-    lines = rm.source.text.splitlines()
-    return any(
-        (n.kind in ("cond", "check", "while_loop") and n.condition == TENSOR)
-        or (n.kind == "scan" and _SIZED.search(lines[n.line - rm.source.line]))
-        for n in rm.notes
-    )
-
-
-def _self_calls(fn) -> tuple[str, ...]:
-    """The names ``fn`` calls on its first parameter (``self.NAME(...)``), read once per code object."""
-    try:
-        fn = innermost_function(fn)
-    except UnbranchError:
-        return ()
-    code = fn.__code__
-    if code not in _SELF_CALLS:
-        names: tuple[str, ...] = ()
-        if code.co_argcount:
-            try:
-                text = get_source(fn).text
-            except UnbranchError:
-                text = ""
-            me = re.escape(code.co_varnames[0])
-            names = tuple(dict.fromkeys(re.findall(rf"(?<![\w.]){me}\.(\w+)\s*\(", text)))
-        _SELF_CALLS[code] = names
-    return _SELF_CALLS[code]
-
-
-def _helpers(forward, module: torch.nn.Module) -> list:
-    """The plain methods of ``module``'s class that ``forward`` calls on ``self``, two calls deep.
-
-    Submodules (their own class is scanned), instance attributes, static and class methods,
-    properties and what torch.nn.Module itself defines are not followed.
-    """
-    cls, found, frontier = type(module), [], [forward]
-    for _ in range(_HELPER_DEPTH):
-        following = []
-        for fn in frontier:
-            for name in _self_calls(fn):
-                if name == "forward" or name in vars(module) or name in module._modules:
-                    continue
-                owner = next((k for k in cls.__mro__ if name in k.__dict__), None)
-                if owner is None or owner is torch.nn.Module or owner.__module__.startswith("torch."):
-                    continue
-                method = owner.__dict__[name]
-                if isinstance(method, types.FunctionType) and method not in found and method is not forward:
-                    found.append(method)
-                    following.append(method)
-        frontier = following
-    return found
-
-
-def _module_functions(module_name: str):
-    module = sys.modules.get(module_name)
-    for value in list(vars(module).values()) if module else ():
-        if isinstance(value, types.FunctionType) and value.__module__ == module_name:
-            yield value
 
 
 def catalogue_entries(model: torch.nn.Module) -> list:
@@ -141,31 +53,151 @@ def catalogue_entries(model: torch.nn.Module) -> list:
 
 
 def discover(model: torch.nn.Module) -> list:
-    """(callable, hooks) pairs for every function of ``model`` that needs rewriting.
-
-    The scan compiles candidates with the options torch_export_rewrite uses for them, so
-    entering the context reuses that work from the cache.
-    """
+    """(callable, hooks) pairs for every function of ``model`` that needs rewriting."""
     found: dict = dict(catalogue_entries(model))
-    classes, modules = set(), set()
-    for sub in model.modules():
-        cls = type(sub)
-        if cls in classes:
-            continue
-        classes.add(cls)
-        for klass in cls.__mro__:
+    seen: set = set()
+    frontier = []
+    for sub in {type(m): m for m in model.modules()}.values():
+        for klass in type(sub).__mro__:
             if klass is torch.nn.Module or klass.__module__.startswith("torch."):
                 break
             if "forward" in klass.__dict__:
-                forward = klass.__dict__["forward"]
-                modules.add(klass.__module__)  # its helper functions are scanned too
-                if _scan(forward):
-                    found.setdefault(forward, {})
-                for helper in _helpers(forward, sub):
-                    if helper not in found and _scan(helper):
-                        found[helper] = {}
-    for name in modules:
-        for fn in _module_functions(name):
-            if fn not in found and _scan(fn):
+                frontier.append((klass.__dict__["forward"], sub))
+    for _ in range(_DEPTH + 1):
+        following = []
+        for target, owner in frontier:
+            fn = _function(target)
+            if fn is None or fn in seen:
+                continue
+            seen.add(fn)
+            if fn not in found and _wanted(fn, owner):
                 found[fn] = {}
+            following += _callees(fn, owner)
+        frontier = following
     return list(found.items())
+
+
+def _function(target) -> types.FunctionType | None:
+    try:
+        return innermost_function(target)
+    except UnbranchError:
+        return None
+
+
+def _tree(fn: types.FunctionType) -> ast.FunctionDef | None:
+    code = fn.__code__
+    if code not in _TREES:
+        try:
+            node = ast.parse(get_source(fn).text).body[0]
+        except (UnbranchError, SyntaxError, IndexError):
+            node = None
+        _TREES[code] = node if isinstance(node, ast.FunctionDef) else None
+    return _TREES[code]
+
+
+def _tensor_attributes(owner) -> frozenset:
+    """``self.<name>`` of every parameter and buffer ``owner`` (a module) holds directly."""
+    if not isinstance(owner, torch.nn.Module):
+        return frozenset()
+    return frozenset(n for n, _ in (*owner.named_parameters(recurse=False), *owner.named_buffers(recurse=False)))
+
+
+def _wanted(fn: types.FunctionType, owner) -> bool:
+    """Does the classifier find a construct on tensor data in ``fn``? (answered once per code and attributes)"""
+    attributes = _tensor_attributes(owner) if is_method(fn) else frozenset()
+    key = (fn.__code__, attributes)
+    if key not in _WANTED:
+        tree = _tree(fn)
+        if tree is None:
+            _WANTED[key] = False
+        else:
+            classifier = Classifier.for_function(tree, is_method=is_method(fn), path=fn.__code__.co_filename)
+            classifier.tensor_attributes = attributes
+            _WANTED[key] = classifier.on_data(tree)
+    return _WANTED[key]
+
+
+def _callees(fn: types.FunctionType, owner) -> list:
+    """(function, the object it is a method of) for each call in ``fn`` that discovery follows."""
+    tree = _tree(fn)
+    if tree is None:
+        return []
+    me = tree.args.args[0].arg if is_method(fn) and tree.args.args else None
+    out = []
+    for node in (n for statement in tree.body for n in ast.walk(statement)):  # (not its decorators)
+        if not isinstance(node, ast.Call):
+            continue
+        parts = _dotted(node.func)
+        if not parts:
+            continue
+        if parts[0] == me and owner is not None:
+            found = _on_object(owner, parts[1:])
+        elif parts[0] == "super()" and owner is not None and len(parts) == 2:
+            found = _on_class(type(owner), parts[1], owner, after=fn)
+        else:
+            found = _global(fn, parts)
+        if found is not None and _followable(found[0]):
+            out.append(found)
+    return out
+
+
+def _dotted(node) -> list[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return [node.id, *reversed(parts)]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args:
+        return ["super()", *reversed(parts)]
+    return []
+
+
+def _on_object(obj, parts: list[str]):
+    """``self.a.b(...)``: through attributes the object holds (no submodules, no tensors) to a method."""
+    for name in parts[:-1]:
+        obj = vars(obj).get(name) if hasattr(obj, "__dict__") else None
+        if obj is None or isinstance(obj, (torch.nn.Module, torch.Tensor)):
+            return None
+    if isinstance(obj, torch.nn.Module) and parts[-1] in obj._modules:
+        return None
+    return _on_class(type(obj), parts[-1], obj)
+
+
+def _on_class(klass, name: str, obj, after=None):
+    """(function, object) of method ``name`` on ``klass``; ``after``: past the class defining it (``super()``)."""
+    mro = klass.__mro__
+    if after is not None:
+        mine = [k for k, c in enumerate(mro) if any(_function(v) is after for v in vars(c).values() if callable(v))]
+        mro = mro[mine[0] + 1 :] if mine else ()
+    for k in mro:
+        if name in k.__dict__:
+            attr = k.__dict__[name]
+            if isinstance(attr, (staticmethod, classmethod)):
+                return attr.__func__, None
+            return (attr, obj) if isinstance(attr, types.FunctionType) else None
+    return None
+
+
+def _global(fn: types.FunctionType, parts: list[str]):
+    """``helper(...)``, ``module.helper(...)``, ``Class.static(...)``: through ``fn``'s globals and closure."""
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    if parts[0] in cells:
+        try:
+            value = cells[parts[0]].cell_contents
+        except ValueError:
+            return None
+    else:
+        value = fn.__globals__.get(parts[0])
+    for name in parts[1:-1] if len(parts) > 1 else ():
+        value = getattr(value, name, None) if isinstance(value, (types.ModuleType, type)) else None
+    if len(parts) > 1:
+        if isinstance(value, type):
+            return _on_class(value, parts[-1], None)
+        value = getattr(value, parts[-1], None) if isinstance(value, types.ModuleType) else None
+    return (value, None) if isinstance(value, types.FunctionType) else None
+
+
+def _followable(target) -> bool:
+    fn = _function(target)
+    return fn is not None and is_user_file(fn.__code__.co_filename)

@@ -21,6 +21,17 @@ class UnbranchError(Exception):
         what = f" [{construct}]" if construct else ""
         super().__init__(f"{where}{message}{what}")
 
+    @classmethod
+    def placed(cls, text: str, construct: str | None = None) -> UnbranchError:
+        """The error for ``"path:line: message"`` (what the runtime writes), its place in ``path``/``line``."""
+        found = _PLACE.match(text)
+        if found is None:
+            return cls(text, construct=construct)
+        return cls(found["message"], found["path"], int(found["line"]), construct)
+
+
+_PLACE = re.compile(r"(?P<path>[^\s:][^:]*):(?P<line>\d+): (?P<message>.*)", re.DOTALL)
+
 
 # what runtime._tracing.fail raises under dynamo, as dynamo quotes it: "unbranch: <message> [<construct>]"
 _RUNTIME_FAILURE = re.compile(r"unbranch: (.*?\])[\"']\)")
@@ -38,7 +49,8 @@ def runtime_failure(e: BaseException) -> UnbranchError | None:
     while seen is not None:
         found = _RUNTIME_FAILURE.search(str(seen))
         if found:
-            return UnbranchError(_placed(found.group(1), seen))
+            message, _, construct = _placed(found.group(1), seen).rpartition(" [")
+            return UnbranchError.placed(message, construct.rstrip("]"))
         seen = seen.__cause__ or seen.__context__
     return None
 
@@ -47,12 +59,12 @@ def _placed(message: str, exc: BaseException) -> str:
     """Under dynamo the runtime cannot see its caller ("this line"); dynamo's user stack can."""
     from .runtime import source_map
 
-    if not message.startswith(_UNPLACED):
+    if _UNPLACED not in message:
         return message
     frames = [f for f in getattr(exc, "real_stack", None) or () if f.filename.startswith("unbranch:")]
     if not frames:
         return message
-    return source_map.describe(frames[-1].filename, frames[-1].lineno) + message[len(_UNPLACED) - 2 :]
+    return message.replace(_UNPLACED, source_map.describe(frames[-1].filename, frames[-1].lineno))
 
 
-_UNPLACED = "this line: "  # runtime._tracing.origin_of_caller under dynamo
+_UNPLACED = "this line"  # runtime._tracing.origin_of_caller under dynamo

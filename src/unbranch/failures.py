@@ -118,9 +118,12 @@ def _short(path: str) -> str:
     return path
 
 
-def sites(e: BaseException, guards: GuardLog | None = None) -> list[Site]:
-    """Where the user's code made ``e`` happen (innermost user frames), most specific first."""
-    kind = kind_of(e)
+def sites(e: BaseException, guards: GuardLog | None = None, kind: str | None = None) -> list[Site]:
+    """Where the user's code made ``e`` happen (innermost user frames), most specific first.
+
+    ``kind`` names a failure other than control flow (what :func:`kind_of` says, by default).
+    """
+    kind = kind or kind_of(e)
     if kind is None:
         return []
     found: list[Site] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
 from dataclasses import dataclass, field
 
 from ._quiet import quiet
@@ -20,8 +21,9 @@ from .failures import GENERATED, GuardLog, Site, kind_of, sites
 from .locate import Nested, code_at, function_for
 from .rewriting import RewrittenMethod, options_for, rewrite
 from .runtime import source_map
+from .runtime.control_flow import rejection
 from .source import innermost_function
-from .swap import swapped_in
+from .swap import original_code, swapped_in
 
 MAX_ATTEMPTS = 16  # an export that needs more functions rewritten than this is not converging
 
@@ -112,9 +114,12 @@ class Guide:
     def _rewrite(self, site: Site, attempt: Attempt) -> str:
         """Rewrite the function ``site`` is in; "" on progress, else why nothing could be done."""
         if site.path.startswith(GENERATED):
-            return self._why_left(site)
-        code = site.code or code_at(site.path, site.line, site.name)
-        found = function_for(code) if code is not None else None
+            found = self._nested_in_rewritten(site)
+            if found is None:
+                return self._why_left(site)
+        else:
+            code = site.code or code_at(site.path, site.line, site.name)
+            found = function_for(code) if code is not None else None
         if found is None:
             return f"no function object runs {site.name}() of {site.path}"
         try:
@@ -137,6 +142,25 @@ class Guide:
             self.shapes.add(key)
         attempt.rewritten.append(rm.qualname)
         return ""
+
+    def _nested_in_rewritten(self, site: Site) -> Nested | None:
+        """A function of the user's nested in a rewritten one (compiled with it, as written): its own rewrite.
+
+        Functions unbranch made (branch bodies) and lambdas are part of the rewritten function itself.
+        """
+        if site.name.startswith("<"):
+            return None
+        for rm in self.methods:
+            if rm.code_object.co_filename == site.path and rm.code_object.co_name != site.name:
+                stack = [original_code(rm.function)]
+                while stack:
+                    code = stack.pop()
+                    for c in code.co_consts:
+                        if isinstance(c, types.CodeType):
+                            if c.co_name == site.name:
+                                return Nested(rm.parent or rm.function, c)
+                            stack.append(c)
+        return None
 
     def _why_left(self, site: Site) -> str:
         """A failure inside rewritten code: the construct at that line was left as Python, or is no branch."""
@@ -163,18 +187,39 @@ class Guide:
         return UnbranchError("\n".join([head, *lines]), first.path, first.line, "data-dependent control flow")
 
     def _failed_after(self, error: BaseException) -> UnbranchError:
+        """The export of rewritten code failed otherwise: where (the user's frame) and, if torch.cond said so, why."""
         names = ", ".join(rm.qualname for rm in self.methods) or "nothing"
+        site = next(iter(sites(error, kind="other")), None)
+        where = _original(site) if site is not None else None
         return UnbranchError(
-            f"after rewriting {names}, the export failed for another reason: {_first_line(error)}",
-            construct="export",
+            f"after rewriting {names}, the export failed: {rejection(error)}",
+            *(where or (None, None)),
+            "export",
         )
 
 
+_COMPREHENSIONS = ("<listcomp>", "<genexpr>", "<setcomp>", "<dictcomp>")
+
+
 def _nothing_to_convert(site: Site, rewritten: bool = False) -> str:
+    if site.name in _COMPREHENSIONS:
+        return (
+            "a comprehension filtered on a tensor condition: how many items it keeps is data, which no "
+            "exported program can hold as a Python list (a mask or torch.where over every item can)"
+        )
     if site.inside:
         return f"the branch is in torch's own code ({site.inside}), which unbranch does not rewrite"
     done = "unbranch rewrote this function, but " if rewritten else ""
     return f"{done}this line needs a Python value computed from data, which no control-flow conversion gives"
+
+
+def _original(site: Site) -> tuple[str, int]:
+    """(path, line) in the user's file of a site, also when it is a line of rewritten code."""
+    if site.path.startswith(GENERATED):
+        found = source_map.lookup(site.path, site.line)
+        if found:
+            return found
+    return site.path, site.line
 
 
 def _first_line(e: BaseException) -> str:

@@ -19,6 +19,8 @@ from .errors import UnbranchError
 from .runtime import source_map
 from .source import SourceInfo
 
+_DEF_NAME = "__unbranch_def__"
+
 
 def filename_for(info: SourceInfo, digest: str) -> str:
     # no angle brackets: linecache only loads lazy entries for names that look like files
@@ -41,13 +43,16 @@ def compile_function(
     except SyntaxError as e:  # a hook produced bad code
         raise UnbranchError(f"rewritten code does not compile: {e}", info.path, info.line, "rewrite") from None
     fn = tree.body[0]
+    # compiled under a name of its own: the def's name bound in the outer function would shadow the
+    # module global a recursive function (or one passing itself along) refers to (the loader renames it back)
+    fn.name = _DEF_NAME
     outer_body = [ast.Assign([ast.Name(v, ast.Store())], ast.Constant(None)) for v in freevars]
     # reference every free variable so none drops out of co_freevars (their count is checked on swap)
     if freevars:
         keep = ast.If(
             ast.Constant(False), [ast.Expr(ast.Tuple([ast.Name(v, ast.Load()) for v in freevars], ast.Load()))], []
         )
-        fn.body.insert(0, ast.copy_location(keep, fn.body[0]))
+        fn.body.append(ast.copy_location(keep, fn.body[-1]))  # (last: after any nonlocal declaration)
     outer = ast.FunctionDef(
         "__unbranch_outer__",
         ast.arguments([], [], None, [], [], None, []),

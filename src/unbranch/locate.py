@@ -89,7 +89,14 @@ def _codes_in(module):
 
 
 def function_for(code: types.CodeType) -> types.FunctionType | Nested | None:
-    """What runs ``code``: the function object whose code it is, or the parent it is nested in."""
+    """What runs ``code``: the function object whose code it is, or the parent it is nested in.
+
+    A lambda's or a comprehension's code (``<lambda>``, ``<listcomp>``...) is part of the function
+    holding it, which is what gets rewritten.
+    """
+    if code.co_name.startswith("<"):
+        holder = _holder(code)
+        return function_for(holder) if holder is not None else None
     for ref in gc.get_referrers(code):
         if isinstance(ref, types.FunctionType) and original_code(ref) is code and "<locals>" not in ref.__qualname__:
             return ref
@@ -103,6 +110,14 @@ def function_for(code: types.CodeType) -> types.FunctionType | Nested | None:
     for ref in gc.get_referrers(code):  # a function not reachable from its module (made by a factory)
         if isinstance(ref, types.FunctionType) and original_code(ref) is code:
             return ref
+    return None
+
+
+def _holder(code: types.CodeType) -> types.CodeType | None:
+    """The code object whose constants hold ``code`` (its module's functions, searched at any depth)."""
+    for candidate in _codes_in(_module_of(code.co_filename)):
+        if any(c is code for c in candidate.co_consts):
+            return candidate
     return None
 
 

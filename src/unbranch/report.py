@@ -53,6 +53,12 @@ class Report:
                     counts[qualname] += 1
         return counts
 
+    def applied(self):
+        """A context running the rewritten functions in place of the originals (eager runs see each side taken)."""
+        from .swap import swapped_in
+
+        return swapped_in(self.rewritten)
+
     @property
     def left(self) -> list[tuple[str, int, str]]:
         """(file, line, reason) of every construct left as plain Python in a rewritten function."""

@@ -167,6 +167,15 @@ _STATIC_ANNOTATIONS = {
 }
 
 
+# calls that answer True whenever torch exports (TORCH_FACTS §7): ``not torch.compiler.is_compiling() and t.any()``
+# is False under export before the tensor is ever tested
+_TRUE_UNDER_EXPORT = {
+    ("torch", "compiler", "is_exporting"),
+    ("torch", "compiler", "is_compiling"),
+    ("torch", "_dynamo", "is_compiling"),
+}
+
+
 @dataclass(frozen=True)
 class Hints:
     """Naming conventions of one code base that make a condition plainly Python there.
@@ -180,6 +189,7 @@ class Hints:
     static_attribute_parts: frozenset = frozenset()  # an attribute path through one of these (``self.config.x``)
     self_attributes: bool = False  # ``self.x`` holds configuration (a size, a flag), not a tensor
     literal_defaults: bool = False  # a parameter with a literal default (``n=3``) is never given a tensor
+    exporting_calls: tuple = ()  # functions of that name answer True while torch exports (``is_tracing()``)
 
     def merge(self, other: Hints) -> Hints:
         return Hints(
@@ -188,6 +198,7 @@ class Hints:
             self.static_attribute_parts | other.static_attribute_parts,
             self.self_attributes or other.self_attributes,
             self.literal_defaults or other.literal_defaults,
+            self.exporting_calls + other.exporting_calls,
         )
 
 
@@ -288,6 +299,7 @@ class Classifier:
         self.tensor_names: set[str] = set()
         self.shape_names: set[str] = set()
         self.params: set[str] = set()
+        self.tensor_attributes: frozenset = frozenset()  # ``self.<name>`` known to hold tensors (discovery)
         self._memo: dict[str, str] = {}
 
     @classmethod
@@ -359,6 +371,11 @@ class Classifier:
         if isinstance(e, ast.UnaryOp):
             return self.kind(e.operand)
         if isinstance(e, ast.BoolOp):
+            for v in e.values:  # Python evaluates them in order: a value fixed while exporting decides first
+                if self._under_export(v) is isinstance(e.op, ast.Or):
+                    return STATIC  # ``not is_compiling() and t.any()``: False under export, t never tested
+                if self.kind(v) != STATIC:
+                    break
             return combine(*(self.kind(v) for v in e.values))
         if isinstance(e, ast.BinOp):
             return combine(self.kind(e.left), self.kind(e.right))
@@ -377,6 +394,19 @@ class Classifier:
         if isinstance(e, ast.IfExp):
             return combine(self.kind(e.body), self.kind(e.orelse), self.kind(e.test))
         return UNKNOWN
+
+    def _under_export(self, e) -> bool | None:
+        """The value ``e`` always has while torch exports (True/False), or None when it may vary."""
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            inner = self._under_export(e.operand)
+            return None if inner is None else not inner
+        if isinstance(e, ast.Call) and not e.args:
+            dotted = tuple(_dotted(e.func))
+            if dotted in _TRUE_UNDER_EXPORT:
+                return True
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in self.hints.exporting_calls:
+            return True
+        return None
 
     def _comparison(self, e: ast.Compare) -> str:
         if all(isinstance(op, (ast.Is, ast.IsNot)) for op in e.ops):
@@ -397,6 +427,8 @@ class Classifier:
         dotted = _dotted(e)
         if dotted and dotted[0] == "torch":
             return STATIC  # torch.float16, torch.jit...
+        if len(dotted) == 2 and dotted[0] == self.self_name and dotted[1] in self.tensor_attributes:
+            return TENSOR  # a parameter or buffer of the module discovery reads this method for
         if dotted and self.hints.static_attribute_parts.intersection(dotted):
             return STATIC  # (hint) self.config.x
         if dotted and self.hints.self_attributes and dotted[0] == self.self_name and len(dotted) == 2:
@@ -463,7 +495,22 @@ class Classifier:
             return first is not None and not isinstance(first, ast.Starred) and self.loop_candidate(first)
         if isinstance(iterable, ast.Name) and iterable.id in self.params:
             return True  # `for row in x` over an argument: usually a tensor; the runtime checks
-        return self.kind(iterable) in (SHAPE, TENSOR)
+        # (a SHAPE iterable, ``x.shape[-2:]``, is a tuple of sizes: a plain Python loop, never a scan)
+        return self.kind(iterable) == TENSOR
+
+    def on_data(self, fn: ast.FunctionDef) -> bool:
+        """Is there a construct on tensor data in ``fn``: a TENSOR condition, a loop over a tensor or over sizes?
+
+        What model discovery asks (flags, None tests and size tests alone do not count).
+        """
+        for node in _own_nodes(fn):
+            if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and self.kind(node.test) == TENSOR:
+                return True
+            if isinstance(node, ast.For) and self.loop_candidate(node.iter):
+                it = node.iter
+                if isinstance(it, ast.Call) and getattr(it.func, "id", None) == "range" or self.kind(it) == TENSOR:
+                    return True  # (not ``for row in x`` over an argument, which may be a list)
+        return False
 
     def candidates(self, fn: ast.FunctionDef) -> set[str]:
         """What in ``fn`` a rule may rewrite: {"if", "assert", "loop", "ifexp"} (a cheap screen; rules decide)."""
@@ -474,4 +521,7 @@ class Classifier:
                 found.add(kinds[type(node)])
             elif isinstance(node, ast.For) and self.loop_candidate(node.iter):
                 found.add("loop")
+            elif isinstance(node, ast.Lambda):  # (IfExpToCond enters lambdas)
+                if any(isinstance(n, ast.IfExp) and self.kind(n.test) != STATIC for n in ast.walk(node.body)):
+                    found.add("ifexp")
         return found

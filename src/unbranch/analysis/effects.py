@@ -41,6 +41,8 @@ FUNCTION_NAMESPACES = frozenset({"torch", "F", "nn", "functional", "init"})
 CONTAINER_METHODS = frozenset("append extend insert remove clear update setdefault popitem reverse discard pop".split())
 # list methods a tensor has too, without changing it (``v, i = x.sort()``): a mutation only as a statement
 STATEMENT_ONLY_METHODS = frozenset({"sort"})
+# values written out whose type makes ``x += v`` bind a new object (never a change in place)
+_IMMUTABLE_DISPLAYS = (cst.Tuple, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.Integer, cst.Float)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class _Sites(cst.CSTVisitor):
         self.aliases: dict[str, set[str]] = {}
         self.calls: set[str] = set()
         self.rebound: set[str] = set()
+        self.immutable: dict[str, bool] = {}  # name -> is every binding seen an immutable display (a tuple...)
 
     def _store(self, target, node, what: str) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -121,15 +124,18 @@ class _Sites(cst.CSTVisitor):
         if root is not None:
             self.mutated.add(root)
 
-    def _alias(self, target, value) -> None:
+    def _alias(self, target, value, unpacked: bool = False) -> None:
         roots = alias_roots(value)
         if isinstance(target, (cst.Tuple, cst.List)):
             for el in target.elements:
-                self._alias(el.value, value)
+                self._alias(el.value, value, unpacked=True)
             return
+        # ``outputs = (h,)`` binds a tuple written out (whose ``+=`` makes a new one); ``a, b = x, y`` does not
+        display = not unpacked and isinstance(value, _IMMUTABLE_DISPLAYS)
         for name in target_names(target):
             self.aliases.setdefault(name, set()).update(roots)
             self.rebound.add(name)
+            self.immutable[name] = self.immutable.get(name, True) and display
 
     def visit_Assign(self, node):
         kept = _kept_by_runtime(node)
@@ -151,7 +157,12 @@ class _Sites(cst.CSTVisitor):
     def visit_AugAssign(self, node):
         self._store(node.target, node, "an augmented assignment to an attribute")
         if isinstance(node.target, cst.Name):
-            self.mutated.add(node.target.value)  # in place for tensors and lists, a rebinding otherwise
+            name = node.target.value
+            if self.immutable.get(name):  # ``outputs = (h,)`` then ``outputs += (w,)``: a new tuple
+                self.aliases.setdefault(name, set()).update(alias_roots(node.value))
+                self.rebound.add(name)
+            else:
+                self.mutated.add(name)  # in place for tensors and lists, a rebinding otherwise
 
     def visit_Del(self, node):
         self._store(node.target, node, "a del of an attribute")

@@ -2,7 +2,8 @@
 
 In transformers, ``output_attentions``, ``use_cache``, ``return_dict``, ``is_causal``... are
 Python flags, ``self.config.x`` and a module's own ``self.x`` hold configuration, a literal
-default marks a Python parameter and ``is_*()`` functions answer with Python bools. None of
+default marks a Python parameter and ``is_*()`` functions answer with Python bools
+(``is_tracing()`` and ``is_torchdynamo_compiling()`` with True while torch exports). None of
 this is true of Python code in general (a user's ``is_pad`` may well be a tensor), so the
 generic classifier dispatches such conditions at run time; these hints let it leave them as
 plain Python in transformers, as the catalogued rewrites in rewrites/ show them.
@@ -18,6 +19,7 @@ TRANSFORMERS = classify.Hints(
     static_attribute_parts=frozenset({"config"}),
     self_attributes=True,
     literal_defaults=True,
+    exporting_calls=("is_tracing", "is_torchdynamo_compiling"),
 )
 
 # installed transformers, and remote code it loads (``transformers_modules``)

@@ -1,9 +1,10 @@
 """Export tiny models with and without unbranch, compare with eager, and say what unbranch changed.
 
 For each model: plain ``torch.export`` with dynamic shapes (expected to fail where a
-data-dependent branch exists), then the same inside ``torch_export_rewrite(model)``; both
-exported programs are compared with eager on the example inputs, on another size, and (zoo
-models) on inputs or weights that flip the rewritten branch. :attr:`Result.outcome` sums it up.
+data-dependent branch exists), then ``unbranch.export`` (which rewrites what torch's failures
+name); both exported programs are compared with eager on the example inputs, on another size,
+and (zoo models) on inputs or weights that flip the rewritten branch. :attr:`Result.outcome`
+sums it up.
 A model is a zoo name (hand-written, knows its branch flips), any transformers model or
 config class (:mod:`unbranch.hf.factory`), a local ``config.json``, or ``package.module:factory``
 returning ``(model, inputs, dynamic_shapes)`` (inputs: a dict of keyword arguments or a tuple
@@ -12,6 +13,7 @@ of positional ones). With ``onnx=True`` the program is also converted and run in
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import inspect
@@ -25,16 +27,12 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .._quiet import quiet
-from ..api import torch_export_rewrite
-from ..report import cond_nodes, observe_branches
+from ..api import export
+from ..failures import kind_of
+from ..report import cond_nodes, observe_branches, report_of
 from .zoo import MODELS
 
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 5e-2}
-# export errors raised by Python control flow on a tensor value (what unbranch is for)
-CONTROL_FLOW = re.compile(
-    r"GuardOnDataDependentSymNode|Could not guard on data-dependent|Data-dependent branching"
-    r"|data-dependent expression|Could not extract specialized integer from data-dependent"
-)
 OUTCOMES = ("no-harm", "fixed", "not fixed", "harm", "other failure", "not built")
 
 
@@ -48,10 +46,11 @@ class Result:
     plain: str = ""  # "ok" or the exception class of the plain export
     plain_control_flow: bool = False  # did the plain export fail at Python control flow on a tensor?
     plain_where: str = ""  # file:line the plain export failed at (the model's code)
-    rewritten: str = ""  # "ok" or the exception of the export inside torch_export_rewrite
+    rewritten: str = ""  # "ok" or the exception of unbranch.export
     rewritten_where: str = ""
     conds: int = 0
     methods: list = field(default_factory=list)
+    exports: int = 0  # how many exports unbranch.export made (1: the plain one worked)
     plain_diff: dict = field(default_factory=dict)  # inputs -> max |plain export - eager|
     max_diff: dict = field(default_factory=dict)  # inputs -> max |exported - eager|
     run_errors: dict = field(default_factory=dict)  # inputs -> why an exported program did not run
@@ -251,6 +250,10 @@ def _export(model, inputs, shapes, strict):
     return torch.export.export(model, (), kwargs=inputs, dynamic_shapes=shapes, strict=strict)
 
 
+def _unbranch_export(model, inputs, shapes, strict):
+    return export(model, (), kwargs=inputs, dynamic_shapes=shapes, strict=strict)
+
+
 def validate(name: str | Subject, dtype=torch.float16, strict: bool = False, onnx: bool = False) -> Result:
     """Plain export, rewritten export, eager comparisons (and onnxruntime ones) for one tiny model."""
     start = time.perf_counter()
@@ -277,14 +280,16 @@ def _exports(res: Result, subj: Subject, model, example, shapes, strict: bool, o
         res.plain = "ok"
     except Exception as e:
         res.plain, res.plain_where = error_line(e), _where(e)
-        res.plain_control_flow = bool(CONTROL_FLOW.search(str(e)))
+        res.plain_control_flow = kind_of(e) is not None
     try:
-        with torch_export_rewrite(model) as report:
-            ep = _export(model, example, shapes, strict)
+        ep = _unbranch_export(model, example, shapes, strict)
+        report = report_of(ep)
         res.rewritten, res.conds = "ok", len(cond_nodes(ep))
-        res.methods = [rm.qualname for rm in report]
     except Exception as e:
+        report = getattr(e, "report", None)
         res.rewritten, res.rewritten_where = error_line(e), _where(e)
+    if report is not None:
+        res.methods, res.exports = [rm.qualname for rm in report], len(report.attempts)
     if ep is not None or plain is not None:
         cases = subj.cases(model, example, shapes, getattr(torch, res.dtype))
         _compare(res, cases, plain, ep, report, (example, shapes, strict) if onnx and ep is not None else None)
@@ -309,8 +314,7 @@ def _compare(res: Result, cases: dict, plain, ep, report, onnx_export) -> None:
         sessions[id(model)] = _onnx_session(res, ep)
         flipped = cases.get("flipped weights", (None,))[0]
         if flipped is not None and sessions[id(model)]:  # the ONNX optimiser folds weights: convert it too
-            with torch_export_rewrite(flipped):
-                sessions[id(flipped)] = _onnx_session(res, _export(flipped, example, shapes, strict))
+            sessions[id(flipped)] = _onnx_session(res, _unbranch_export(flipped, example, shapes, strict))
     with torch.no_grad():
         for label, (eager, kwargs) in cases.items():
             expected = eager(**kwargs)
@@ -326,7 +330,7 @@ def _compare(res: Result, cases: dict, plain, ep, report, onnx_export) -> None:
                     )
                 except Exception as e:
                     res.onnx, sessions = error_line(e), {}
-            with torch_export_rewrite(eager), observe_branches() as seen:
+            with report.applied() if report is not None else contextlib.nullcontext(), observe_branches() as seen:
                 eager(**kwargs)  # the rewritten code, eagerly: which sides do these inputs take?
             for site, sides in seen.items():
                 res.sides.setdefault(site, set()).update(sides)

@@ -5,13 +5,16 @@
     if any(t.any() for t in xs):  ->  if _ub.any_(t.any() for t in xs):
     if pad_id in ids[:, -1]:      ->  if _ub.in_(pad_id, ids[:, -1]):
     if torch.equal(a, b):         ->  if _ub.equal(a, b):
+    if 0.4 < m.mean() < 0.6:      ->  if 0.4 < (_ub_value := m.mean()) and _ub_value < 0.6:
 
 Python evaluates these with ``__bool__``/``__contains__``/``.item()``, which torch.export
 cannot trace on a tensor; each helper (runtime/conditions.py) returns exactly Python's value
 eagerly and a tensor or SymBool only while torch.export traces, so the ``if`` becomes a cond.
 Only places where a tensor may stand for the Python value are rewritten: the test itself,
 operands of ``and``/``or``/``not``, comparisons and arithmetic, and the items of
-``any``/``all``; an argument of another call keeps its Python value (``f(bool(t))``).
+``any``/``all``; an argument of another call keeps its Python value (``f(bool(t))``). A
+chained comparison is the ``and`` of its links (each middle operand evaluated once, as
+Python does), which the rules then turn into ``_ub.and_`` like any other.
 """
 
 from __future__ import annotations
@@ -25,7 +28,11 @@ from ..analysis.names import block_writes, param_names
 from ..passes import Pass, Rewrite, Unchanged
 
 # the cheap screen: a call of a form, or `in` on a line starting an if/elif/while
-_FORMS = re.compile(r"\b(bool|int|float|any|all|equal)\(|^\s*(?:(?:el)?if|while)\b.*\bin\b", re.MULTILINE)
+_FORMS = re.compile(
+    r"\b(bool|int|float|any|all|equal)\(|^\s*(?:(?:el)?if|while)\b.*(\bin\b|[<>=!]=?.*[<>=!]=)"
+    r"|^\s*(?:(?:el)?if|while)\b.*[<>].*[<>]",
+    re.MULTILINE,
+)
 _CONVERSIONS = {"bool": "bool_", "int": "int_", "float": "float_"}
 _REDUCTIONS = {"any": "any_", "all": "all_"}
 
@@ -116,7 +123,10 @@ class ConditionForms(Pass):
         if isinstance(e, cst.BooleanOperation):
             return e.with_changes(left=self.truth(e.left), right=self.truth(e.right))
         if isinstance(e, cst.UnaryOperation):
-            return e.with_changes(expression=self.truth(e.expression))
+            inner = self.truth(e.expression)
+            if isinstance(inner, cst.BooleanOperation) and not inner.lpar:  # `not a < b < c`: a chain now
+                inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            return e.with_changes(expression=inner)
         if isinstance(e, cst.BinaryOperation):
             return e.with_changes(left=self.truth(e.left), right=self.truth(e.right))
         if isinstance(e, cst.IfExp):
@@ -130,10 +140,30 @@ class ConditionForms(Pass):
     def comparison(self, e: cst.Comparison) -> cst.BaseExpression:
         left = self.truth(e.left)
         targets = [t.with_changes(comparator=self.truth(t.comparator)) for t in e.comparisons]
-        if len(targets) == 1 and isinstance(targets[0].operator, (cst.In, cst.NotIn)):
+        if len(targets) > 1:
+            return self.chain(left, targets, e)
+        if isinstance(targets[0].operator, (cst.In, cst.NotIn)):
             name = "in_" if isinstance(targets[0].operator, cst.In) else "not_in"
             return self.helper(name, [_bare(left), _bare(targets[0].comparator)], e)
         return e.with_changes(left=left, comparisons=targets)
+
+    def chain(self, left, targets, like: cst.Comparison) -> cst.BaseExpression:
+        """``a < b < c`` -> ``a < (t := b) and t < c``: each link a comparison, each middle operand read once."""
+        links = []
+        for k, target in enumerate(targets):
+            right = target.comparator
+            following = right
+            if k < len(targets) - 1 and not isinstance(right, _READ_TWICE):
+                temp = cst.Name(self.ctx.namer.new(f"{self.ctx.runtime}_value"))
+                right = cst.NamedExpr(temp, _bare(right), lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                following = temp
+            link = cst.Comparison(left, [target.with_changes(comparator=right)])
+            links.append(self.comparison(link))
+            left = following
+        joined = links[0]
+        for link in links[1:]:
+            joined = cst.BooleanOperation(joined, cst.And(), link)
+        return joined.with_changes(lpar=like.lpar, rpar=like.rpar)
 
     def call(self, e: cst.Call) -> cst.BaseExpression:
         func, args = e.func, e.args
@@ -169,6 +199,10 @@ class ConditionForms(Pass):
                 elements=[el if v is None else el.with_changes(value=v) for el, v in zip(arg.elements, elements)]
             )
         return arg
+
+
+# a middle operand of a chained comparison that may be read twice: reading it again gives the same value
+_READ_TWICE = (cst.Name, cst.Integer, cst.Float, cst.SimpleString)
 
 
 def _bare(e):

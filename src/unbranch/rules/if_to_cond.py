@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..analysis.classify import SHAPE
-from ..analysis.effects import block_effects
+from ..analysis.effects import block_effects, closures
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surroundings
 from ..analysis.names import block_writes, param_names
@@ -182,22 +182,30 @@ class IfToCond(Pass):
         if not returns and returns_through_ifs([node]):
             raise Cannot("a return on some paths of the if only")
         facts = self.facts
+        # a name declared nonlocal/global and rebound in a branch: the cond's output, assigned where
+        # the declaration holds, reaches the enclosing scope's variable (bound there, and seen there after)
         declared = block_writes(body + orelse) & facts.declared_nonlocal
-        if declared:
-            raise Cannot(f"'{sorted(declared)[0]}' is declared global/nonlocal and assigned in a branch")
+        if declared and returns:
+            raise Cannot(f"'{sorted(declared)[0]}' is declared global/nonlocal and assigned in a returning branch")
         why = lost_effect(node, body + orelse, facts.before(node), self.ctx, "a branch")
         if why:
             raise Cannot(why)
-        before = facts.before(node)
+        names = facts.locals | declared
+        before = facts.before(node) | declared
         effects = block_effects(body + orelse, self.ctx.mutating_helpers)
-        mutated = effects.mutated & facts.locals
+        mutated = effects.mutated & names
         if returns:
             outputs = None
             live_end = set()
         else:
-            live = facts.after(node)
+            # a nested function defined elsewhere reads the enclosing function's cell, whenever it is
+            # called: a name it reads that a branch rebinds must come out of the cond into that cell
+            inside = {c.name for c in closures(node)}
+            live = (
+                facts.after(node) | declared | {n for c in self.ctx.closures if c.name not in inside for n in c.reads}
+            )
             # a name only changed in place needs no output: the runtime writes the change back
-            outputs = in_order(block_writes(body + orelse) & live & facts.locals, body + orelse)
+            outputs = in_order(block_writes(body + orelse) & live & names, body + orelse)
             both = meet(assigned(body), assigned(orelse))
             for name in outputs:
                 if name not in before and (both is not ALL and name not in both):
@@ -207,7 +215,7 @@ class IfToCond(Pass):
         reads = set()
         for part in (body, orelse):
             reads |= live_in(part, live_end)
-        operands = in_order((reads | (mutated & before)) & facts.locals, body + orelse)
+        operands = in_order((reads | (mutated & before)) & names, body + orelse)
         for name in operands:
             if name not in before:
                 raise Cannot(f"'{name}' may be unbound when the if runs")
@@ -249,18 +257,6 @@ class IfToCond(Pass):
         fresh = block_effects(earlier).rebound
         for n in one_sided:
             if (n in self.fn_effects.aliased or n not in fresh) and n in later:
-                return (
-                    f"'{n}' is rebound in one branch only and changed in place after the if "
-                    "(which object that change reaches depends on the branch: a cond cannot express it)"
-                )
-        return None
-        before, after = surroundings(self.fn, node)
-        # a parameter rebound before the if on every path holds a fresh object: nobody else sees it
-        fresh = block_effects(before).rebound
-        one_sided = [n for n in one_sided if n in self.fn_effects.aliased or n not in fresh]
-        later = block_effects(after, self.ctx.mutating_helpers).mutated
-        for n in one_sided:
-            if n in later:
                 return (
                     f"'{n}' is rebound in one branch only and changed in place after the if "
                     "(which object that change reaches depends on the branch: a cond cannot express it)"

@@ -9,7 +9,7 @@ while torch.export traces on a tensor or symbolic condition; the lambdas close o
 they read (the comprehension's own variables too), and torch lifts those tensors into the
 cond's inputs in both export modes. Wherever the expression is (an argument, a return, a
 comprehension's result, another conditional expression, a branch of an ``if`` that
-IfToCond turns into functions next), it stays where it was.
+IfToCond turns into functions next, a lambda's body), it stays where it was.
 
 A conditional expression whose sides are both plainly Python values
 (``() if output_attentions else None``) is a Python one whatever its condition: untouched.
@@ -108,6 +108,9 @@ class IfExpToCond(Pass):
     @functools.cached_property
     def forms(self) -> ConditionForms:
         return ConditionForms(self.fn, self.ctx)  # bool(t), x in t... in the condition
+
+    def visit_Lambda(self, node) -> bool:
+        return True  # a lambda's conditional expression runs wherever the lambda is called, as the original
 
     # what is evaluated elsewhere or only to raise stays as written
     def visit_Parameters(self, node) -> bool:

@@ -15,12 +15,15 @@ shows under export, where those values are symbolic.
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
-from ..analysis.classify import STATIC, TENSOR
+from ..analysis.classify import STATIC
 from ..analysis.liveness import orelse_body
 from ..context import Note
 from ..normalise.boolean_ops import runtime_predicate
+from ..normalise.condition_forms import ConditionForms
 from ..passes import Pass, Rewrite, Unchanged
 
 
@@ -120,6 +123,13 @@ class RaiseToCheck(Pass):
         super().__init__(fn, ctx)
         self.elifs: set = set()  # an `elif` can only be replaced by an `else:` block, not statements
 
+    @functools.cached_property
+    def forms(self) -> ConditionForms:
+        return ConditionForms(self.fn, self.ctx)  # bool(t), 0 < m < 1... in the checked condition
+
+    def predicate(self, test: cst.BaseExpression) -> cst.BaseExpression:
+        return runtime_predicate(self.forms.truth(test), self.ctx)
+
     def visit_If(self, node):
         if isinstance(node.orelse, cst.If):
             self.elifs.add(node.orelse)
@@ -135,16 +145,14 @@ class RaiseToCheck(Pass):
         if raised is not None:  # if c: raise E  (an else part follows the check)
             if not self.ctx.is_candidate(original):
                 return updated
-            failed, rest = runtime_predicate(updated.test, self.ctx), orelse_body(updated)
+            failed, rest = self.predicate(updated.test), orelse_body(updated)
             trailing = updated.body.body[0].trailing_whitespace
         else:  # if c: ... else: raise E  ->  the check that c holds, then the if-branch
             orelse = updated.orelse
             raised = _single_raise(orelse.body.body) if isinstance(orelse, cst.Else) else None
             if raised is None or not self.ctx.is_candidate(original):
                 return updated
-            failed = _unparenthesised(
-                runtime_predicate(cst.UnaryOperation(cst.Not(), _parenthesised(updated.test)), self.ctx)
-            )
+            failed = _unparenthesised(self.predicate(cst.UnaryOperation(cst.Not(), _parenthesised(updated.test))))
             rest, trailing = list(updated.body.body), orelse.body.body[0].trailing_whitespace
             if trailing.comment is None and updated.body.header.comment is not None:
                 trailing = updated.body.header  # the comment on the `if` line stays with the check
@@ -178,10 +186,11 @@ class RaiseToCheck(Pass):
     def leave_Assert(self, original, updated):
         if self.ctx.classifier.kind(original.test) == STATIC:
             return updated
-        failed = runtime_predicate(cst.UnaryOperation(cst.Not(), updated.test), self.ctx)
+        failed = self.predicate(cst.UnaryOperation(cst.Not(), updated.test))
         message = [cst.Arg(updated.msg)] if updated.msg is not None else []
         exc = cst.Call(cst.Name("AssertionError"), message)
-        self.ctx.notes.append(Note(self.ctx.line_of(original), "check", "assert -> _ub.raise_if", TENSOR))
+        kind = self.ctx.classifier.kind(original.test)
+        self.ctx.notes.append(Note(self.ctx.line_of(original), "check", "assert -> _ub.raise_if", kind))
         return cst.Expr(self._raise_if(failed, exc))
 
 

@@ -40,13 +40,17 @@ def is_tensor(value) -> bool:
 
 
 def fresh_outputs(values, inputs):
-    """Higher-order ops forbid returning an input, a view of one, or one tensor twice: copy those."""
+    """Higher-order ops forbid returning an input, a view of one, a parameter, or one tensor twice: copy those.
+
+    ``inputs``: the tensors the body was given, and any other tensor it may hand back as it is
+    (a module's buffers).
+    """
     from torch.utils import _pytree as pytree
 
     seen: list = []
 
     def fresh(o):
-        copy = o._base is not None or any(o is t for t in (*inputs, *seen))
+        copy = o._base is not None or isinstance(o, torch.nn.Parameter) or any(o is t for t in (*inputs, *seen))
         seen.append(o)
         return o.clone() if copy else o
 
@@ -59,7 +63,7 @@ def fail(message: str, construct: str):
 
     if torch.compiler.is_dynamo_compiling():
         raise RuntimeError(f"unbranch: {message} [{construct}]")
-    raise UnbranchError(message, construct=construct)
+    raise UnbranchError.placed(message, construct)
 
 
 def origin_of_caller(depth: int) -> str:

@@ -37,9 +37,9 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
     """
     if not tensor_outputs and isinstance(pred, torch.Tensor) and is_symbolic(pred):
         fail(
-            "a branch of this if on a tensor condition produces a Python value (None, a bool, a float...), "
-            "which torch.cond cannot return",
-            f"if at {origin_of_caller(1)}",
+            f"{origin_of_caller(1)}: a branch of this if on a tensor condition produces a Python value (None, a bool, "
+            "a float...), which torch.cond cannot return",
+            "if",
         )
     if is_symbolic(pred) and _runs_inplace_modules(operands):
         mutated = _tensor_operands(operands)  # what an inplace module changes is not visible in the source
@@ -53,6 +53,7 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
             for observe in observers:
                 observe(caller.f_code.co_filename, caller.f_lineno, taken)
         return then_fn(*operands) if taken else else_fn(*operands)
+    _refuse_strict_autocast(origin_of_caller(1), "if")
     try:
         return _cond(pred, then_fn, else_fn, operands, mutated, kept)
     except Exception as e:  # under strict export dynamo never lets torch's own errors reach here
@@ -68,10 +69,36 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
             if unwritable:
                 _refuse(unwritable)
             return _cond(pred, then_fn, else_fn, operands, everything, kept)
-        first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
-        raise UnbranchError(
-            f"torch.cond rejected this if on a tensor condition: {first}", construct=f"if at {origin_of_caller(1)}"
+        raise UnbranchError.placed(
+            f"{origin_of_caller(1)}: torch.cond rejected this if on a tensor condition: {rejection(e)}", "if"
         ) from e
+
+
+# what torch.cond says when it rejects its branches, and what that means in the user's code
+_LIMITS = [
+    (
+        ("Unmatched output spec", "differing branch outputs", "constant non-int"),
+        "one side leaves a value None (or gives another structure) where the other gives a tensor; "
+        "torch.cond needs the same tensors from both sides",
+    ),
+    (("expected same dtype",), "the two sides give tensors of different dtypes"),
+    (("expected same dim",), "the two sides give tensors of different ranks"),
+    (("HOP body output unsupported",), "a side gives a Python float or string; torch.cond returns tensors and ints"),
+    (("Encountered aliasing",), "a side gives back a tensor it was handed (or a view of one) unchanged"),
+    (("Encountered input mutation",), "a side changes a tensor it was handed in place"),
+]
+
+
+def rejection(e: BaseException) -> str:
+    """Why torch.cond rejected a branch, in the user's terms when torch's message is a known one."""
+    text, seen = "", e
+    while seen is not None:
+        text += str(seen)
+        seen = seen.__cause__ or seen.__context__
+    for markers, meaning in _LIMITS:
+        if any(m in text for m in markers):
+            return meaning
+    return next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
 
 
 _IMMUTABLE = (int, float, bool, complex, str, bytes, type(None), torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -113,11 +140,24 @@ def _unwritable(branch, operands, mutated) -> str | None:
     return None
 
 
+def _refuse_strict_autocast(where: str, construct: str) -> None:
+    """Strict export under ``torch.autocast`` records a cond's outputs in the wrong dtype (torch 2.13): its
+    program fails when run ("Tensor dtype mismatch"). Say so at export time instead."""
+    if torch.compiler.is_dynamo_compiling() and any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda")):
+        fail(
+            f"{where}: torch.cond inside torch.autocast cannot be exported in strict mode (torch records its outputs "
+            "in the wrong dtype, and the program fails when run): export with strict=False, or branch outside "
+            "the autocast region",
+            construct,
+        )
+
+
 def _refuse(unwritable: str):
     """Fail the export of the if that called ``if_stmt`` (two frames up), naming what cannot be written back."""
     fail(
-        f"a branch of this if changes {unwritable} in place, which torch.cond cannot carry out of a branch",
-        f"if at {origin_of_caller(2)}",
+        f"{origin_of_caller(2)}: a branch of this if changes {unwritable} in place, which torch.cond cannot carry "
+        "out of a branch",
+        "if",
     )
 
 
@@ -146,7 +186,7 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
                 values[positions[k]] = clones[n]
             out = fn(*pytree.tree_unflatten(values, spec))
             out = () if out is None else out
-            return fresh_outputs((out, clones) if writable else out, ts)
+            return fresh_outputs((out, clones) if writable else out, (*ts, *_buffers(values)))
 
         branch.__name__ = getattr(fn, "__name__", "branch")
         return branch
@@ -166,6 +206,11 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
     return out
 
 
+def _buffers(values) -> list:
+    """The buffers of the modules among a branch's operands (``self``): a branch may return one as it is."""
+    return [b for v in values if isinstance(v, torch.nn.Module) for b in v._buffers.values() if b is not None]
+
+
 def _unaliased(tensors) -> tuple:
     """The operands, with a copy in place of each one torch.cond cannot take as it is.
 
@@ -180,7 +225,9 @@ def _unaliased(tensors) -> tuple:
 
 
 def _offset_is_data(t) -> bool:
-    offset = t.storage_offset() if t._base is not None else 0
+    if t._base is None or torch.compiler.is_dynamo_compiling():
+        return False  # (strict export: dynamo cannot read an offset, and takes such views itself)
+    offset = t.storage_offset()
     return isinstance(offset, torch.SymInt) and bool(free_unbacked_symbols(offset))
 
 
@@ -265,6 +312,7 @@ def if_exp(pred, then_fn, else_fn):
             for observe in observers:
                 observe(caller.f_code.co_filename, caller.f_lineno, taken)
         return then_fn() if taken else else_fn()
+    _refuse_strict_autocast(origin_of_caller(1), "conditional expression")
     try:
         out = torch.cond(pred, _copied(then_fn), _copied(else_fn), ())
     except Exception as e:  # (non-strict only: under strict export dynamo reports torch's errors itself)
@@ -272,10 +320,10 @@ def if_exp(pred, then_fn, else_fn):
             # sides torch.cond cannot return (sizes, None...): specialise on the shape condition
             # as the original expression does, rather than fail an export that worked before
             return then_fn() if pred else else_fn()
-        first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
-        raise UnbranchError(
-            f"torch.cond rejected this conditional expression on a tensor condition: {first}",
-            construct=f"conditional expression at {origin_of_caller(1)}",
+        raise UnbranchError.placed(
+            f"{origin_of_caller(1)}: torch.cond rejected this conditional expression on a tensor condition: "
+            f"{rejection(e)}",
+            "conditional expression",
         ) from e
     return _restore_kind(out)
 

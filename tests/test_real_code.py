@@ -1,0 +1,246 @@
+"""Issue 20: what real code writes. Each pattern exports through ``unbranch.export`` in both modes and
+matches eager on inputs taking each side and at another size, or fails at export time with an
+UnbranchError naming the file, the line and the reason.
+"""
+
+import inspect
+
+import pytest
+import torch
+from helpers import assert_same, count_conds
+from torch.export import Dim
+
+import unbranch
+
+MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
+DYNAMIC = ({0: Dim.DYNAMIC},)
+
+
+def _rows(n, scale=1.0):
+    return scale * (torch.arange(n * 4, dtype=torch.float32).reshape(n, 4) / (n * 4) - 0.25)
+
+
+def _line(obj, text: str) -> int:
+    lines, first = inspect.getsourcelines(obj)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+def _exports(model, strict, inputs, example=None):
+    example = example if example is not None else inputs[0]
+    ep = unbranch.export(model, example, dynamic_shapes=DYNAMIC * len(example), strict=strict)
+    for args in inputs:
+        assert_same(ep.module()(*args), model(*args))
+    return ep
+
+
+class ClosureReadAfter(torch.nn.Module):
+    """The silent wrong result: ``scaled`` reads the cell the branch rebinds, after the if."""
+
+    def forward(self, x):
+        temperature = torch.ones(())
+
+        def scaled(t):
+            return t / temperature
+
+        if x.abs().max() > 2:
+            temperature = x.abs().max()
+        return scaled(x)
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_closure_called_after_the_if_sees_the_rebinding(strict):
+    model = ClosureReadAfter()
+    inputs = [(_rows(5, 20),), (_rows(3),), (_rows(8, 40),)]
+    rewritten = unbranch.transform_method(ClosureReadAfter.forward).func
+    for (x,) in inputs:  # eagerly, the rewritten code is the original
+        assert_same(rewritten(model, x), model(x))
+    _exports(model, strict, inputs)
+
+
+def _check(condition, message):
+    if not condition:
+        raise ValueError(message)
+
+
+class Checks(torch.nn.Module):
+    """``bool()`` around the checked tensor, and a kornia-style check helper."""
+
+    def forward(self, x):
+        err = (x - x.mean()).abs()
+        if bool((err > 100).any()):
+            raise ValueError(f"too far from the mean: {err.max()}")
+        _check((x > -50).all(), "below -50")
+        return x * 2
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_checks_through_bool_and_a_helper(strict):
+    model = Checks()
+    ep = _exports(model, strict, [(_rows(5),), (_rows(9, 3),)])
+    rewritten = {rm.qualname for rm in unbranch.report_of(ep).rewritten}
+    assert rewritten == {"Checks.forward", "_check"}
+    for bad, raised in [(_rows(4, 1000), "too far"), (torch.full((3, 4), -60.0), "below -50")]:
+        with pytest.raises(ValueError, match=raised):
+            model(bad)
+        with pytest.raises(Exception, match=raised if not strict else ""):
+            ep.module()(bad)
+
+
+def count_down(x, n: int):
+    """Refers to itself (recursion): its own name must stay the module's global."""
+    if n > 0:
+        return count_down(x * 2, n - 1)
+    if x.sum() > 0:
+        return x
+    return -x
+
+
+class Recursive(torch.nn.Module):
+    def forward(self, x):
+        return count_down(x, 2)
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_function_referring_to_itself(strict):
+    model = Recursive()
+    _exports(model, strict, [(_rows(5),), (-_rows(3),), (_rows(8, -2),)])
+    assert_same(unbranch.transform_method(count_down).func(_rows(3), 2), count_down(_rows(3), 2))
+
+
+class StateReturnedAsItIs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Parameter(torch.linspace(-1, 1, 4))
+        self.register_buffer("table", torch.linspace(2, 3, 4))
+
+    def forward(self, x):
+        if x.sum() > 0:
+            p = self.pos
+        else:
+            p = self.table
+        return x + p
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_branch_returning_a_parameter_or_buffer_unchanged(strict):
+    model = StateReturnedAsItIs()
+    ep = _exports(model, strict, [(_rows(5, 4),), (-_rows(3, 4),), (_rows(8, 4),)])
+    assert count_conds(ep) == 1
+
+
+class NonlocalRebound(torch.nn.Module):
+    def forward(self, x):
+        scale = torch.ones(())
+
+        def bump():
+            nonlocal scale
+            if x.sum() > 0:
+                scale = scale * 2
+
+        bump()
+        return x * scale
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_nonlocal_rebound_in_a_branch(strict):
+    _exports(NonlocalRebound(), strict, [(_rows(5, 4),), (-_rows(3, 4),), (_rows(9, 4),)])
+
+
+class Chained(torch.nn.Module):
+    calls = 0
+
+    def middle(self, x):
+        Chained.calls += 1
+        return x.mean()
+
+    def forward(self, x):
+        if 0.1 < self.middle(x) < 0.5:
+            x = x * 2
+        if not -1 < x.min() <= 0:
+            x = x - 1
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_chained_comparison(strict):
+    model = Chained()
+    inputs = [(_rows(5, 1) + 0.3,), (_rows(3),), (_rows(7, 4) + 5,), (_rows(2) - 3,)]
+    ep = _exports(model, strict, inputs)
+    assert count_conds(ep) == 2
+    rewritten = unbranch.transform_method(Chained.forward).func
+    Chained.calls = 0
+    for (x,) in inputs:  # the middle operand is evaluated once, as Python does
+        assert_same(rewritten(model, x), model(x))
+    assert Chained.calls == 2 * len(inputs)
+
+
+class TernaryInLambda(torch.nn.Module):
+    def forward(self, x):
+        def pick(t):
+            return t * 2 if t.sum() > 0 else t - 1
+
+        rows = list(map(lambda t: t.abs() if t.mean() > 0 else t, x.unbind(0)))
+        return pick(torch.stack(rows))
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_conditional_expressions_in_a_lambda_and_a_nested_function(strict):
+    model = TernaryInLambda()
+    example = (torch.tensor([[1.0, -2.0], [-3.0, 1.0], [0.5, 0.5]]),)
+    ep = unbranch.export(model, example, dynamic_shapes=({1: Dim.DYNAMIC},), strict=strict)
+    for x in [example[0], -example[0], torch.tensor([[2.0, -1.0, 3.0], [-1.0, -1.0, -1.0], [1.0, 1.0, -9.0]])]:
+        assert_same(ep.module()(x), model(x))
+
+
+class Filtered(torch.nn.Module):
+    def forward(self, x):
+        kept = [row for row in x.unbind(0) if row.sum() > 0]
+        return torch.stack(kept)
+
+
+def test_comprehension_filtered_on_data_is_refused_with_its_reason():
+    with pytest.raises(unbranch.UnbranchError, match="comprehension filtered on a tensor condition") as info:
+        unbranch.export(Filtered(), (torch.ones(3, 4),), dynamic_shapes=({1: Dim.DYNAMIC},))
+    assert (info.value.path, info.value.line) == (__file__, _line(Filtered, "kept = [row"))
+
+
+class UnderAutocast(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = self.lin(x)
+            if y.sum() > 0:
+                y = y * 2
+        return y.float()
+
+
+def test_cond_under_autocast():
+    """Non-strict export keeps it right; strict export records the cond in the wrong dtype (torch 2.13),
+    whose program would fail when run: refused at export time, with the way out."""
+    torch.manual_seed(0)
+    model = UnderAutocast()
+    _exports(model, False, [(_rows(5),), (-_rows(7, 9),), (_rows(3, 9),)])
+    with pytest.raises(unbranch.UnbranchError, match="autocast.*strict=False") as info:
+        unbranch.export(model, (_rows(5),), dynamic_shapes=DYNAMIC, strict=True)
+    assert (info.value.path, info.value.line) == (__file__, _line(UnderAutocast, "if y.sum() > 0"))
+
+
+class NoneOnOneSide(torch.nn.Module):
+    def forward(self, x, mask):
+        valid = None
+        if mask.any():
+            valid = ~mask
+        if valid is not None:
+            x = x * valid
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_none_on_one_side_is_refused_with_its_reason(strict):
+    args = (_rows(3), _rows(3) > 0)
+    with pytest.raises(unbranch.UnbranchError, match="None .*torch.cond needs the same tensors") as info:
+        unbranch.export(NoneOnOneSide(), args, dynamic_shapes=DYNAMIC * 2, strict=strict)
+    assert (info.value.path, info.value.line) == (__file__, _line(NoneOnOneSide, "if mask.any()"))
