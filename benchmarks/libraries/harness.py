@@ -26,9 +26,8 @@ from torch.utils import _pytree as pytree
 import unbranch
 from unbranch._quiet import quiet
 from unbranch.failures import kind_of
-from unbranch.hf.validate import CONTROL_FLOW, Result, _tensor_sites, _where, error_line, max_diff
+from unbranch.hf.validate import Result, _tensor_sites, _where, error_line, max_diff
 from unbranch.report import cond_nodes, observe_branches
-from unbranch.swap import swapped_in
 
 
 @dataclass(frozen=True)
@@ -251,7 +250,7 @@ def _exports(res: LibResult, model, built: Built, strict: bool) -> None:
         res.tried.append(tried)
     if error is not None:
         res.plain, res.plain_where = _short(error_line(error)), _where(error)
-        res.plain_control_flow = bool(CONTROL_FLOW.search(str(error)))
+        res.plain_control_flow = kind is not None  # as validate: data, or a dimension a branch fixed
         res.plain_kind = kind or ""
     else:
         res.plain = "ok"
@@ -267,7 +266,7 @@ def _exports(res: LibResult, model, built: Built, strict: bool) -> None:
         res.rewritten_where = f"{_short(path)}:{line}" if path and line else _where(uerror)
         report = getattr(uerror, "report", None)
     if report is not None:
-        res.methods = [rm.qualname for rm in report]
+        res.methods, res.exports = [rm.qualname for rm in report], len(report.attempts)
         res.unbranch_report = str(report)
         res.attempts = [a.error or "exported" for a in report.attempts]
     if ep is None and plain is None:
@@ -310,7 +309,7 @@ def _diff(actual, expected) -> float:
 
 def _compare(res: LibResult, model, cases: dict, plain, ep, report, seed) -> None:
     state = copy.deepcopy(model.state_dict())  # training runs change buffers: every run starts from here
-    rewritten = list(report) if report is not None else []
+    rewritten = list(report) if report is not None else []  # (report.applied() swaps them in)
     with torch.no_grad():
         for label, kwargs in cases.items():
             model.load_state_dict(state)
@@ -329,7 +328,7 @@ def _compare(res: LibResult, model, cases: dict, plain, ep, report, seed) -> Non
                     res.run_errors.setdefault(label, error_line(e))
             if rewritten:
                 model.load_state_dict(state)
-                with swapped_in(rewritten), observe_branches() as seen:
+                with report.applied(), observe_branches() as seen:
                     _call(model, kwargs, seed)  # the rewritten code, eagerly: which sides do these inputs take?
                 for site, sides in seen.items():
                     res.sides.setdefault(site, set()).update(sides)

@@ -1,4 +1,6 @@
-"""A function that names itself (torchvision/ops/boxes.py:57, batched_nms: `_log_api_usage_once(batched_nms)`).
+"""FIXED on main (ea9a0c3): kept as a regression check.
+
+A function that names itself (torchvision/ops/boxes.py:57, batched_nms: `_log_api_usage_once(batched_nms)`).
 
 Every public torchvision op logs its own use with `_log_api_usage_once(<the function itself>)`;
 recursion does the same. Once such a function has a branch to convert, transform_method (and
