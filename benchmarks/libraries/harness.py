@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.export import Dim
+from torch.fx.experimental.symbolic_shapes import is_concrete_int
 from torch.utils import _pytree as pytree
 
 import unbranch
@@ -184,7 +185,7 @@ def _symbolic_dims(ep, inputs) -> set:
         key = tuple(getattr(k, "key", getattr(k, "idx", None)) for k in path)
         val = node.meta.get("val")
         for d, size in enumerate(getattr(val, "shape", ())):
-            if isinstance(size, torch.SymInt):
+            if isinstance(size, torch.SymInt) and not is_concrete_int(size):  # (a SymInt torch fixed to a number)
                 out.add((key, d))
     return out
 

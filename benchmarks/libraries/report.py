@@ -91,8 +91,9 @@ def cause(r: LibResult) -> str:
     return f"{where} — {reason or r.plain}" if where else (reason or r.plain)
 
 
-def write_markdown(directory: str, path: str, note: str = "", causes: dict | None = None) -> None:
-    """``causes``: model name -> the checked cause (a short phrase); shown instead of the raw reason."""
+def write_markdown(directory: str, path: str, note: str = "", causes: dict | None = None, preamble: str = "") -> None:
+    """``causes``: model name -> the checked cause (a short phrase), shown instead of the raw reason;
+    ``preamble``: markdown placed after the counts (what the sweep found, in words)."""
     found = results(directory)
     causes = causes or {}
     v = versions()
@@ -104,6 +105,7 @@ def write_markdown(directory: str, path: str, note: str = "", causes: dict | Non
         "",
         *counts_table(found),
         "",
+        *([preamble.strip(), ""] if preamble else []),
     ]
     for outcome in ("harm", "fixed", "not fixed", "other failure", "not built"):
         chosen = [r for r in found if r.outcome[0] == outcome]
@@ -116,6 +118,22 @@ def write_markdown(directory: str, path: str, note: str = "", causes: dict | Non
             out.append(
                 f"| {r.library} | {r.model} | {'strict' if r.strict else 'non-strict'} | {dims} | {_cell(text, 300)} |"
             )
+        out.append("")
+    lowered = [r for r in found if r.tried and not r.strict]
+    if lowered:
+        out += [
+            "## Dynamic dimensions given up",
+            "",
+            "Where the plain export failed for another reason than control flow on data, the next level was "
+            "tried (dynamic batch only, Dim.AUTO, static); where a branch had fixed a dimension declared "
+            "dynamic, unbranch.export was tried at that level first (its error after the plain one).",
+            "",
+            "| library | model | level used | why each level above failed |",
+            "|---|---|---|---|",
+        ]
+        for r in lowered:
+            why = "; ".join(f"{t[0]}: {' / unbranch: '.join(t[1:])}" for t in r.tried)
+            out.append(f"| {r.library} | {r.model} | {r.level} | {_cell(why, 400)} |")
         out.append("")
     out += ["## Every model", "", "| library | model | mode | outcome | dims | s |", "|---|---|---|---|---|---|"]
     out += [
@@ -136,12 +154,14 @@ def main(argv=None) -> int:
     p.add_argument("--markdown")
     p.add_argument("--causes", help="a JSON file: model -> checked cause (a short phrase)")
     p.add_argument("--note", default="", help="a line under the title (wall time of the run...)")
+    p.add_argument("--preamble", help="a markdown file placed after the counts")
     args = p.parse_args(argv)
     causes = json.load(open(args.causes)) if args.causes else None
     if args.json:
         write_json(args.results, args.json, args.note)
     if args.markdown:
-        write_markdown(args.results, args.markdown, args.note, causes)
+        preamble = open(args.preamble).read() if args.preamble else ""
+        write_markdown(args.results, args.markdown, args.note, causes, preamble)
     return 0
 
 
