@@ -124,11 +124,19 @@ def main(argv=None) -> int:
     p.add_argument("--results", default=RESULTS, help=f"one JSON per model (default {RESULTS}/)")
     p.add_argument("--report", help="write the markdown report (docs/sweep-libraries.md)")
     p.add_argument("--json", help="write every result in one JSON file (benchmarks/results/libraries.json)")
+    p.add_argument(
+        "--control-flow-only",
+        action="store_true",
+        help="only the models whose non-strict result in --results says the plain export stopped at control flow",
+    )
     p.add_argument("--list", action="store_true", help="print the chosen models and stop")
     args = p.parse_args(argv)
     chosen = entries(args.library or LIBRARIES)
     if args.filter:
         chosen = [e for e in chosen if re.search(args.filter, e.name)]
+    if args.control_flow_only:
+        done = {e.name: result_path(args.results, e, False) for e in chosen}
+        chosen = [e for e in chosen if os.path.exists(done[e.name]) and load(done[e.name]).plain_control_flow]
     if args.list:
         print("\n".join(f"{e.library:12} {e.name}" for e in chosen))
         return 0
