@@ -13,8 +13,10 @@ Outcomes are those of the transformers sweep (:class:`unbranch.hf.validate.Resul
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -202,8 +204,11 @@ def _unbranch(model, inputs, spec, strict):
     return _export(unbranch.export, model, inputs, spec, strict)
 
 
-def validate(entry: Entry, strict: bool = False) -> LibResult:
-    """Build, export plainly and with unbranch (walking down LEVELS as needed), compare with eager."""
+def validate(entry: Entry, strict: bool = False, level_limit: float | None = None) -> LibResult:
+    """Build, export plainly and with unbranch (walking down LEVELS as needed), compare with eager.
+
+    ``level_limit``: seconds a plain export may take at a level before the next level is tried.
+    """
     start = time.perf_counter()
     res = LibResult(entry.name, "float32", strict=strict, source=entry.library, library=entry.library, mode=entry.mode)
     with quiet() as log:
@@ -218,7 +223,7 @@ def validate(entry: Entry, strict: bool = False) -> LibResult:
         except Exception as e:
             res.built = error_line(e)
         if not res.built:
-            _exports(res, model, built, strict)
+            _exports(res, model, built, strict, level_limit)
     res.log = log.getvalue()[-200_000:]
     res.seconds = time.perf_counter() - start
     return res
@@ -230,7 +235,30 @@ def _call(model, inputs, seed):
     return model(**inputs)
 
 
-def _exports(res: LibResult, model, built: Built, strict: bool) -> None:
+class ExportTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    """Raise ExportTimeout in this (the main) thread after ``seconds``; no limit for None."""
+    if not seconds:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise ExportTimeout(f"export took over {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _exports(res: LibResult, model, built: Built, strict: bool, level_limit: float | None = None) -> None:
     if built.shapes:  # torch.export wants every argument named: None for those with no dynamic dimension
         built.shapes = {name: built.shapes.get(name) for name in built.inputs}
     levels = _levels(built.shapes)
@@ -238,9 +266,14 @@ def _exports(res: LibResult, model, built: Built, strict: bool) -> None:
     for n, level in enumerate(levels):
         spec = spec_at(built.shapes, level)
         res.level = level
-        plain, error = _try(_plain, model, built.inputs, spec, strict)
+        last = n == len(levels) - 1
+        with _time_limit(None if last else level_limit):  # a level too slow to trace: the next one
+            plain, error = _try(_plain, model, built.inputs, spec, strict)
+        if isinstance(error, ExportTimeout):
+            res.tried.append([level, f"ExportTimeout: {error}"])
+            continue
         kind = kind_of(error) if error is not None else None
-        if error is None or kind == "data" or n == len(levels) - 1:
+        if error is None or kind == "data" or last:
             break
         tried = [level, _short(error_line(error))]
         if kind == "shape":  # a branch fixed a dimension declared dynamic: unbranch.export may keep it

@@ -66,17 +66,25 @@ def save(res: LibResult, path: str) -> None:
     os.replace(tmp, path)  # complete or absent
 
 
-def _child(entry: Entry, strict: bool, path: str) -> None:
+def _child(entry: Entry, strict: bool, path: str, level_limit: float | None) -> None:
     torch.set_num_threads(1)
     try:
-        res = validate(entry, strict=strict)
+        res = validate(entry, strict=strict, level_limit=level_limit)
     except Exception as e:
         res = LibResult(entry.name, "float32", strict=strict, source=entry.library, library=entry.library)
         res.built = error_line(e)
     save(res, path)
 
 
-def sweep(chosen: list[Entry], directory: str, strict: bool, jobs: int, timeout: float, progress=None) -> None:
+def sweep(
+    chosen: list[Entry],
+    directory: str,
+    strict: bool,
+    jobs: int,
+    timeout: float,
+    progress=None,
+    level_limit: float | None = None,
+) -> None:
     paths = {e.name: result_path(directory, e, strict) for e in chosen}
     pending = [e for e in chosen if not os.path.exists(paths[e.name])]
     ctx = multiprocessing.get_context("fork")
@@ -86,7 +94,7 @@ def sweep(chosen: list[Entry], directory: str, strict: bool, jobs: int, timeout:
         while pending or running:
             while pending and len(running) < jobs:
                 entry = pending.pop(0)
-                proc = ctx.Process(target=_child, args=(entry, strict, paths[entry.name]), daemon=True)
+                proc = ctx.Process(target=_child, args=(entry, strict, paths[entry.name], level_limit), daemon=True)
                 proc.start()
                 running[entry.name] = (entry, proc, time.monotonic())
             time.sleep(0.2)
@@ -121,6 +129,11 @@ def main(argv=None) -> int:
     p.add_argument("--strict", action="store_true", help="strict torch.export (plain and unbranch.export)")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument(
+        "--level-limit",
+        type=float,
+        help="seconds a plain export may take at a level of dynamic dimensions before the next level is tried",
+    )
     p.add_argument("--results", default=RESULTS, help=f"one JSON per model (default {RESULTS}/)")
     p.add_argument("--report", help="write the markdown report (docs/sweep-libraries.md)")
     p.add_argument("--json", help="write every result in one JSON file (benchmarks/results/libraries.json)")
@@ -148,6 +161,7 @@ def main(argv=None) -> int:
         args.jobs,
         args.timeout,
         lambda d, t, r: progress_line(d, t, r, started),
+        args.level_limit,
     )
     wall = time.monotonic() - started
     results = [load(p) for e in chosen if os.path.exists(p := result_path(args.results, e, args.strict))]
