@@ -13,6 +13,7 @@ not raised, so one run finds them all.
     python benchmarks/fuzz.py --ternaries         # conditional expressions (a if p else b) in expressions
     python benchmarks/fuzz.py --loops             # loops: index arithmetic, row writes, nested loops
     python benchmarks/fuzz.py --jumps             # loops with break/continue/return under any test
+    python benchmarks/fuzz.py --realcode          # chained comparisons, bool()/int(), checks, closures
 
 An ``if`` whose effects a branch function would lose must be refused with its reason: such
 exports are counted as refusals (results/fuzz_effects.json), not as errors.
@@ -41,6 +42,7 @@ CONSTRUCTS = {
     "ternaries": "also draw conditional expressions (a if p else b)",
     "loops": "loop programs (fuzzing.loop_programs) instead",
     "jumps": "loops with break/continue/return (fuzzing.jump_programs) instead",
+    "realcode": "also draw real code's forms (chained comparisons, bool(), checks, a closure read after)",
 }
 
 

@@ -59,10 +59,33 @@ TENSOR_TESTS = (
     "{e}.sum().item() > {c}",  # a data-dependent Python float under export
 )
 PYTHON_TESTS = ("flag", "n > 2", "mask is None", "mask is not None")
+# what real code writes around a tensor test (programs(realcode=True)): chained comparisons, bool()/int()
+REAL_TESTS = (
+    "{c} < {e}.mean() < 1.5",
+    "-1.0 <= {v}.sum() < n",
+    "not -0.5 < {e}.max() <= {c}",
+    "bool(({v} > {c}).any())",
+    "int(({v} > {c}).sum()) > 1",
+    "0 < {v}.sum().item() < 2.5",
+)
+# checks that raise on some inputs: eager raises the same exception, the exported program raises too
+CHECKS = (
+    'if bool(({v}.abs() > 30.0).any()):\n    raise ValueError("too large")',
+    'check_(({v}.abs() < 40.0).all(), "beyond 40")',
+    'assert {v}.abs().max() < 50.0, "beyond 50"',
+)
 SHAPE_TESTS = ("{v}.shape[0] > 3", "{v}.size(0) < 4")  # SymBools under a dynamic batch
 INPLACE = ("{t}.mul_(0.5)", "{t}.add_(1.0)", "{t}.clamp_(-2.0, 2.0)", "{t}[{t} > 1.0] = 0.5", "halve_({t})")
 # what an effects program defines before f: a helper unbranch reads to see that it changes its argument
 PRELUDE = ["def halve_(t):", "    t.mul_(0.5)", "", ""]
+# and a realcode program: a check helper in kornia's style
+CHECK_PRELUDE = [
+    "def check_(condition, message):",
+    "    if not condition:",
+    "        raise ValueError(message)",
+    "",
+    "",
+]
 # constructs that diverge today, drawn only with programs(known_bugs=True) until they are fixed
 KNOWN_BUGS = {
     "return b, b": "a branch returning one tensor twice: cond rejects output-to-output aliasing",
@@ -74,9 +97,11 @@ KNOWN_BUGS = {
 class _Writer:
     """Draws one program; ``names`` is always the set of tensor variables defined on every path."""
 
-    def __init__(self, draw, arity: int, known_bugs: bool, budget: int, effects: bool = False, ternaries=False):
+    def __init__(
+        self, draw, arity: int, known_bugs: bool, budget: int, effects: bool = False, ternaries=False, realcode=False
+    ):
         self.draw, self.arity, self.known_bugs, self.budget = draw, arity, known_bugs, budget
-        self.effects, self.ternaries = effects, ternaries
+        self.effects, self.ternaries, self.realcode = effects, ternaries, realcode
         # one program in four may append to the list or call the closure (ifs doing so are refused)
         self.refusable = effects and draw(st.integers(0, 3)) == 0
 
@@ -111,7 +136,7 @@ class _Writer:
         if kind == "shape":
             return self.choose(SHAPE_TESTS).format(v=self.choose(sorted(names)))
         if kind == "tensor":
-            template = self.choose(TENSOR_TESTS)
+            template = self.choose(TENSOR_TESTS + REAL_TESTS * self.realcode)
             e = _paren(*self.expr(names, depth=1))
             v, w = self.choose(sorted(names)), self.choose(sorted(names))
             return template.format(e=e, v=v, w=w, c=self.choose(CONSTS))
@@ -127,6 +152,8 @@ class _Writer:
         values = [self.expr(names)[0] for _ in range(self.arity)]
         if self.effects:
             values[0] = f"{_paren(values[0], False)} + len(aux)"
+        if self.realcode:  # the closure reads `s` as the branches left it
+            values[0] = f"{_paren(values[0], False)} + scaled()"
         if len(values) == 2 and values[0] == values[1] and not self.known_bugs:
             values[1] = f"torch.sin({values[1]})"  # `return b, b`: see KNOWN_BUGS
         return "return " + ", ".join(values)
@@ -140,6 +167,8 @@ class _Writer:
             kinds = ("assign", "augassign") if simple else ("assign", "augassign", "if", "if", "mask")
             if self.effects:
                 kinds += ("view", "inplace", "inplace", *(("append", "closure") if self.refusable else ()))
+            if self.realcode:
+                kinds += ("check",)
             kind = self.choose(kinds)
             if kind == "view":
                 target = self.choose(sorted(set(LOCALS) | names))
@@ -149,6 +178,8 @@ class _Writer:
                 lines.append(self.choose(INPLACE).format(t=self.choose(sorted(names))))
             elif kind == "append":
                 lines.append(f"aux.append({self.expr(names)[0]})")
+            elif kind == "check":
+                lines += self.choose(CHECKS).format(v=self.choose(sorted(names))).split("\n")
             elif kind == "closure":
                 lines.append(f"{self.choose(sorted(names))} = scaled() + {self.choose(sorted(names))}")
             elif kind == "assign":
@@ -216,10 +247,14 @@ def programs(
     ternaries: bool = False,
     loops: bool = False,
     jumps: bool = False,
+    realcode: bool = False,
 ) -> str:
     """Source text of ``def f(x, y, flag, n, mask)``; ``known_bugs`` also draws the KNOWN_BUGS constructs.
 
     ``ternaries``: expressions may also be conditional expressions ``(a if p else b)``;
+    ``realcode``: tests as real code writes them (chained comparisons, ``bool()``, ``int()``),
+    checks that raise (``if bool(t): raise``, a check helper, ``assert``) and a closure over ``s``
+    that the return reads after the branches rebound it;
     ``loops``: loop programs instead (``loop_programs``); ``jumps``: loops with
     break/continue/return instead (``jump_programs``).
     """
@@ -227,13 +262,17 @@ def programs(
         return draw(loop_programs())
     if jumps:
         return draw(jump_programs())
-    writer = _Writer(draw, draw(st.integers(1, 2)), known_bugs, max_statements, effects, ternaries)
-    body, after = writer.block(set(PARAMS), 0)
+    writer = _Writer(draw, draw(st.integers(1, 2)), known_bugs, max_statements, effects, ternaries, realcode)
+    body, after = writer.block(set(PARAMS) | ({"s"} if realcode else set()), 0)
     if after is not None:
         body.append(writer.ret(after))
     if effects:  # a list the branches may append to and a closure over the first argument
         body = ["aux = []", "", "def scaled():", "    return x * 0.5", "", *body]
-    prelude = PRELUDE if effects else []
+    elif realcode:  # a closure over a local the branches may rebind, called after them
+        body = ["def scaled():", "    return s + 1.0", "", *body]
+    if realcode:
+        body = ["s = x * 0.5", *body]
+    prelude = PRELUDE if effects else CHECK_PRELUDE if realcode else []
     return "\n".join(["import torch", "", "", *prelude, "def f(x, y, flag, n, mask):", *_indent(body), ""])
 
 
@@ -328,10 +367,30 @@ def tensor_inputs(source: str, sizes=(2, 3, 5), shifted=8):
 
 
 def _call(fn, x, y, py, state: bool = False):
-    """The result (and, with ``state``, the arguments after the call: in-place changes count too)."""
+    """The result (and, with ``state``, the arguments after the call: in-place changes count too),
+    or the exception it raised (a check that fails), as a ``Raised``."""
     x, y = x.clone(), y.clone()
-    out = fn(x, y, *py)
+    try:
+        out = fn(x, y, *py)
+    except Exception as e:
+        return Raised(type(e).__name__, str(e))
     return (out, x, y) if state else out
+
+
+@dataclass(frozen=True)
+class Raised:
+    kind: str
+    message: str
+
+
+def _same(actual, expected, exact: bool) -> None:
+    """Equal results (``exact``: bit for bit), or both raised (``exact``: the same exception)."""
+    if isinstance(actual, Raised) or isinstance(expected, Raised):
+        both = isinstance(actual, Raised) and isinstance(expected, Raised)
+        assert both and (actual == expected or not exact), f"{actual} where the original gives {expected}"
+        return
+    tolerance = {"rtol": 0, "atol": 0} if exact else {}
+    torch.testing.assert_close(actual, expected, equal_nan=True, **tolerance)
 
 
 def _has_effects(source: str) -> bool:
@@ -380,9 +439,7 @@ def check_eager(source: str) -> EagerResult:
             for label, x, y in tensor_inputs(source):
                 expected = _call(fn, x, y, py, state=True)
                 try:
-                    torch.testing.assert_close(
-                        _call(rewritten.func, x, y, py, state=True), expected, rtol=0, atol=0, equal_nan=True
-                    )
+                    _same(_call(rewritten.func, x, y, py, state=True), expected, exact=True)
                 except Exception as e:
                     detail = f"{_describe(label, py)}: {_summary(e)}"
                     return EagerResult(Divergence("eager", source, detail), 0, 2 * len(ifs), seconds)
@@ -407,6 +464,7 @@ REFUSALS = (
     "Python state and parameters",
     "rebound in one branch only",
     "cannot carry out of a branch",
+    "a torch bug",  # torch.cond fails inside torch itself (runtime/control_flow.py names it)
 )
 
 
@@ -438,8 +496,9 @@ def check_export(source: str, py, strict: bool) -> Divergence | None:
     gen = _generator(source)
     example = (torch.randn(4, 3, generator=gen), torch.randn(4, 3, generator=gen))
     dynamic = ({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})
+    helpers = [h for h in (getattr(sys.modules[fn.__module__], "check_", None),) if h is not None]
     try:
-        with unbranch.torch_export_rewrite(rewrite=[fn]):
+        with unbranch.torch_export_rewrite(rewrite=[fn, *helpers]):
             ep = torch.export.export(Call(fn, *py), example, dynamic_shapes=dynamic, strict=strict)
     except Exception as e:
         kind = "refusal" if refused(e) else "export-error"
@@ -452,7 +511,7 @@ def check_export(source: str, py, strict: bool) -> Divergence | None:
             continue  # a shape if kept as Python (here or at run time) specialised it, as a plain export would
         try:
             state = _has_effects(source)
-            torch.testing.assert_close(_call(exported, x, y, (), state), _call(fn, x, y, py, state), equal_nan=True)
+            _same(_call(exported, x, y, (), state), _call(fn, x, y, py, state), exact=False)
         except Exception as e:
             return Divergence("export", source, f"{_describe(label, py)}: {_summary(e)}", strict)
     return None

@@ -70,3 +70,21 @@ def test_ternaries_rewritten_matches_original(source):
 def test_ternaries_exported_matches_original(source, python_args):
     divergence = check_export(source, python_args, strict=False)
     assert divergence is None or divergence.kind == "refusal", str(divergence)
+
+
+# what real code writes: chained comparisons, bool()/int() tests, checks that raise, a closure read after
+REALCODE = programs(realcode=True)
+
+
+@settings(BOUNDED, max_examples=40)
+@given(REALCODE)
+def test_realcode_rewritten_matches_original(source):
+    result = check_eager(source)
+    assert result.divergence is None, str(result.divergence)
+
+
+@settings(BOUNDED, max_examples=4)
+@given(programs(max_statements=12, realcode=True).filter(branches_on_tensors), st.sampled_from(PYTHON_ARGS))
+def test_realcode_exported_matches_original(source, python_args):
+    divergence = check_export(source, python_args, strict=False)
+    assert divergence is None or divergence.kind == "refusal", str(divergence)

@@ -323,3 +323,18 @@ def test_context_rewrites_what_discovery_finds_in_an_object(strict):
     assert [rm.qualname for rm in report.rewritten] == ["Clipper.apply"] and len(report.attempts) == 1
     for x in [_rows(4) * 3, _rows(7) * 0.1, _rows(2) * 2]:
         assert_same(ep.module()(x), model(x))
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_report_credits_helpers_with_their_conds(strict):
+    """Non-strict export keeps only ``forward`` frames in stack traces: rewritten helpers' are kept too."""
+    from torch.fx.proxy import _STACK_TRACE_ANCHORS
+
+    anchors = set(_STACK_TRACE_ANCHORS)
+    for model in (HelperInOtherPackage(), NestedHelper()):
+        with unbranch.torch_export_rewrite(model) as report:
+            ep = torch.export.export(model, (_rows(4, -1),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+        assert list(report.conds(ep).values()) == [1]
+        guided = unbranch.export(model, (_rows(4, -1),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+        assert list(unbranch.report_of(guided).conds(guided).values()) == [1]
+    assert _STACK_TRACE_ANCHORS == anchors  # nothing of unbranch left in torch's state

@@ -116,7 +116,7 @@ class Guide:
         if site.path.startswith(GENERATED):
             found = self._nested_in_rewritten(site)
             if found is None:
-                return self._why_left(site)
+                return why_left(self.methods, site)
         else:
             code = site.code or code_at(site.path, site.line, site.name)
             found = function_for(code) if code is not None else None
@@ -162,18 +162,6 @@ class Guide:
                             stack.append(c)
         return None
 
-    def _why_left(self, site: Site) -> str:
-        """A failure inside rewritten code: the construct at that line was left as Python, or is no branch."""
-        original = source_map.lookup(site.path, site.line)
-        line = original[1] if original else None
-        for rm in self.methods:
-            if rm.code_object.co_filename == site.path:
-                site.path, site.line = rm.source.path, line or rm.source.line
-                left = [n.detail for n in rm.notes if n.kind == "left" and n.line == line]
-                if left:
-                    return f"left as Python: {left[0]}"
-        return _nothing_to_convert(site, rewritten=True)
-
     def _stuck(self, attempt: Attempt, retries: int) -> UnbranchError:
         head = f"the export stops at Python control flow on data ({attempt.error})" + (
             f", still after {retries} retr{'y' if retries == 1 else 'ies'} with rewritten code" if retries else ""
@@ -211,6 +199,20 @@ def _nothing_to_convert(site: Site, rewritten: bool = False) -> str:
         return f"the branch is in torch's own code ({site.inside}), which unbranch does not rewrite"
     done = "unbranch rewrote this function, but " if rewritten else ""
     return f"{done}this line needs a Python value computed from data, which no control-flow conversion gives"
+
+
+def why_left(methods, site: Site) -> str:
+    """A failure inside rewritten code: the construct at that line was left as Python (its reason), or is
+    no branch. ``site`` is moved to the original file and line."""
+    original = source_map.lookup(site.path, site.line)
+    line = original[1] if original else None
+    for rm in methods:
+        if rm.code_object.co_filename == site.path:
+            site.path, site.line = rm.source.path, line or rm.source.line
+            left = [n.detail for n in rm.notes if n.kind == "left" and n.line == line]
+            if left:
+                return f"left as Python: {left[0]}"
+    return _nothing_to_convert(site, rewritten=True)
 
 
 def _original(site: Site) -> tuple[str, int]:

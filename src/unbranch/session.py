@@ -7,8 +7,8 @@ import functools
 
 from .discovery import discover
 from .errors import UnbranchError, runtime_failure
-from .failures import kind_of, sites
-from .guided import Guide
+from .failures import GENERATED, kind_of, sites
+from .guided import Guide, why_left
 from .report import Report, dump, say
 from .rewriting import MODEL_OPTIONS, options_for, rewrite
 from .runtime import _tracing
@@ -88,7 +88,7 @@ def session(named, models, dump_rewriting, verbose, strict, lower_under_compile)
             try:
                 yield report
             except Exception as e:
-                better = _explained(e)
+                better = _explained(e, report)
                 if better is e:
                     raise
                 raise better from e
@@ -96,7 +96,7 @@ def session(named, models, dump_rewriting, verbose, strict, lower_under_compile)
         _tracing.LOWER_UNDER_COMPILE = compiling
 
 
-def _explained(e: Exception) -> Exception:
+def _explained(e: Exception, report: Report) -> Exception:
     """The error to give the user: the runtime's own, or one naming the branch this context left alone."""
     if isinstance(e, UnbranchError):
         return e
@@ -107,6 +107,9 @@ def _explained(e: Exception) -> Exception:
     if not found:
         return e
     site = found[0]
+    if site.path.startswith(GENERATED):  # rewritten code, where a construct was left as Python
+        why = why_left(report.rewritten, site)
+        return UnbranchError(f"the export stops at Python control flow on data: {why}", site.path, site.line, "if")
     return UnbranchError(
         f"the export stops at Python control flow on data in {site.name}() ({site.text}), which this context "
         "did not rewrite: export with unbranch.export(...), which rewrites what torch names, or add the "

@@ -37,15 +37,33 @@ def swapped_in(rewritten):
                     continue
             loader.bind_runtime(fn, rm.runtime)
             _ORIGINAL_CODE.setdefault(fn, fn.__code__)
-            swapped.append((fn, fn.__code__, rm.runtime))
+            swapped.append((fn, fn.__code__, rm.runtime, _anchor(rm.code_object)))
             fn.__code__ = code
         yield
     finally:
-        for fn, code, name in reversed(swapped):
+        for fn, code, name, anchor in reversed(swapped):
             fn.__code__ = code
             loader.unbind_runtime(fn, name)
+            if anchor is not None:
+                _ANCHORS.discard(anchor)
             if code is _ORIGINAL_CODE.get(fn):
                 del _ORIGINAL_CODE[fn]
+
+
+try:  # frames non-strict export keeps in a node's stack_trace, besides ``forward`` (torch.fx private)
+    from torch.fx.proxy import _STACK_TRACE_ANCHORS as _ANCHORS
+except ImportError:
+    _ANCHORS = set()
+
+
+def _anchor(code: types.CodeType) -> tuple | None:
+    """Keep the rewritten function's frames in stack traces while swapped in: a cond node made by a
+    helper then names the helper's code (``Report.conds``, error messages). None: torch had it already."""
+    anchor = (code.co_filename, code.co_name)
+    if anchor in _ANCHORS:
+        return None
+    _ANCHORS.add(anchor)
+    return anchor
 
 
 def replace_nested(container: types.CodeType, old: types.CodeType, new: types.CodeType) -> types.CodeType | None:

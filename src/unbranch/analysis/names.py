@@ -19,7 +19,8 @@ class _Collector(cst.CSTVisitor):
         self.writes: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
-        self.reads.add(node.value)
+        if node.value not in self.writes:  # bound by a walrus evaluated earlier: not read from outside
+            self.reads.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)
@@ -39,7 +40,7 @@ class _Collector(cst.CSTVisitor):
         for p in _all_params(node.params):
             if p.default is not None:
                 p.default.visit(self)
-        self.reads |= expr_reads(node.body) - params
+        self.reads |= expr_reads(node.body) - params - self.writes
         return False
 
     def _comprehension(self, node, elements) -> bool:

@@ -120,6 +120,7 @@ class _WithRest:
 
 
 def _push(node: cst.If, tail, ctx, local, bound) -> list:
+    original = node
     both = tail and not ends_in_return(node.body.body) and not ends_in_return(orelse_body(node))
     rest_def = None
     params = _params(node, tail, local, bound) if both else None
@@ -156,6 +157,7 @@ def _push(node: cst.If, tail, ctx, local, bound) -> list:
         new = new.with_changes(orelse=node.orelse.with_changes(body=node.orelse.body.with_changes(body=orelse)))
     else:
         new = new.with_changes(orelse=cst.Else(cst.IndentedBlock(orelse)))
+    ctx.origins.inherit(new, original)  # the if moved code in: it is still the user's if, on its line
     return [new] if rest_def is None else [rest_def, new]
 
 

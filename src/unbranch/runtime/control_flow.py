@@ -54,6 +54,8 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
                 observe(caller.f_code.co_filename, caller.f_lineno, taken)
         return then_fn(*operands) if taken else else_fn(*operands)
     _refuse_strict_autocast(origin_of_caller(1), "if")
+    if isinstance(pred, torch.SymBool) and free_unbacked_symbols(pred):
+        pred = torch.full((), pred, dtype=torch.bool)  # data (``t.item() > 0``): a tensor, never a guard
     try:
         return _cond(pred, then_fn, else_fn, operands, mutated, kept)
     except Exception as e:  # under strict export dynamo never lets torch's own errors reach here
@@ -86,6 +88,11 @@ _LIMITS = [
     (("HOP body output unsupported",), "a side gives a Python float or string; torch.cond returns tensors and ints"),
     (("Encountered aliasing",), "a side gives back a tensor it was handed (or a view of one) unchanged"),
     (("Encountered input mutation",), "a side changes a tensor it was handed in place"),
+    (
+        ("Guard failed on the same frame it was created",),
+        "torch's own tracing of this cond failed (a torch bug: 'Guard failed on the same frame it was created'); "
+        "strict=True export traces it differently",
+    ),
 ]
 
 
