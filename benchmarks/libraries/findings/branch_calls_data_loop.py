@@ -2,9 +2,9 @@
 (torchvision/ops/boxes.py:86 batched_nms -> _batched_nms_vanilla, boxes.py:118).
 
 With the `if` rewritten (named here; see numel_unbacked.py), torch.cond traces the callee's loop
-over `torch.unique(idxs)` (data-dependent length) and fails; the runtime falls back to the plain
-if, and the error blames the `if` line, not the loop where torch stopped (__cause__.__context__).
-Needed: name and rewrite the callee's loop (a while_loop over its indices), and say so."""
+over `torch.unique(idxs)` (data-dependent length) and fails (since main fbcd555 the error names
+that loop). Needed: rewrite the callee's loop too (a while_loop over the indices of a sequence
+of data-dependent length), so that both branches trace."""
 
 import torch
 

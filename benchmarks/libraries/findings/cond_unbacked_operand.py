@@ -2,13 +2,11 @@
 (torchvision/models/detection/_utils.py:176, BoxCoder.decode: every R-CNN/RetinaNet/FCOS decode).
 
 unbranch.export rewrites `decode` into a cond, but torch.cond rejects the branch's operand
-`box_sum`, an unbacked SymInt ("Unbacked SymInt input is not supported yet"). The runtime
-then falls back to the plain `if` (the condition is a SymBool), which raises the data-dependent
-guard again; the UnbranchError says "this line needs a Python value computed from data, which
-no control-flow conversion gives" and torch.cond's own reason is lost (only in __context__).
-Two things: the message should say that torch.cond refused an unbacked SymInt operand, and
-a branch reading a size from data could get it as a tensor operand (e.g. a 0-d int64 tensor,
-read back with .item() + torch._check_is_size inside the branch).
+`box_sum`, an unbacked SymInt ("Attempted to wrap unbacked SymInt"; since main fbcd555 the
+UnbranchError says so, before it blamed "a Python value computed from data"). Needed: a branch
+reading a size from data gets it as a tensor operand (a 0-d int64 tensor, read back inside the
+branch with .item() and torch._check_is_size), or the size recomputed from the tensors it
+came from.
 """
 
 import torch
