@@ -1,0 +1,192 @@
+"""The sweep over other libraries' models: each validated in its own forked process, results kept per model.
+
+    python -m benchmarks.libraries.run [--library L] [--filter RE] [--strict] [--jobs N]
+                                       [--timeout S] [--results DIR] [--report FILE.md] [--json FILE]
+
+As in ``unbranch validate --all`` (:mod:`unbranch.hf.sweep`), the parent imports torch and the
+libraries once and forks a child per model; a child's result is one JSON file in ``--results``,
+written when it finishes, so a re-run skips what is done and an interrupted sweep resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import fields
+
+import torch
+
+from . import tv_ops
+
+tv_ops.install()  # before anything imports torchvision (timm does)
+
+from unbranch.hf.sweep import progress_line  # noqa: E402
+from unbranch.hf.validate import OUTCOMES, error_line  # noqa: E402
+
+from .harness import Entry, LibResult, validate  # noqa: E402
+
+LIBRARIES = ("torchvision", "timm", "diffusers", "kornia")
+RESULTS = "libraries-results"
+MODULES = {"torchvision": "tv", "timm": "timm_models", "diffusers": "diffusers_models", "kornia": "kornia_models"}
+
+
+def entries(libraries=LIBRARIES) -> list[Entry]:
+    import importlib
+
+    out = []
+    for library in libraries:
+        out += importlib.import_module(f"benchmarks.libraries.{MODULES[library]}").entries()
+    return out
+
+
+def result_path(directory: str, entry: Entry, strict: bool) -> str:
+    return os.path.join(directory, entry.library, f"{entry.name}{'.strict' if strict else ''}.json")
+
+
+def load(path: str) -> LibResult:
+    with open(path) as f:
+        d = json.load(f)
+    known = {f.name for f in fields(LibResult)}
+    return LibResult(**{k: v for k, v in d.items() if k in known})
+
+
+def save(res: LibResult, path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    d = res.as_dict(log=True)
+    d["both_sides"], d["flipped"] = res.both_sides, res.flipped
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(d, f, indent=1, default=sorted)
+    os.replace(tmp, path)  # complete or absent
+
+
+def _child(entry: Entry, strict: bool, path: str, level_limit: float | None) -> None:
+    torch.set_num_threads(1)
+    try:
+        res = validate(entry, strict=strict, level_limit=level_limit)
+    except Exception as e:
+        res = LibResult(entry.name, "float32", strict=strict, source=entry.library, library=entry.library)
+        res.built = error_line(e)
+    save(res, path)
+
+
+def sweep(
+    chosen: list[Entry],
+    directory: str,
+    strict: bool,
+    jobs: int,
+    timeout: float,
+    progress=None,
+    level_limit: float | None = None,
+) -> None:
+    paths = {e.name: result_path(directory, e, strict) for e in chosen}
+    pending = [e for e in chosen if not os.path.exists(paths[e.name])]
+    ctx = multiprocessing.get_context("fork")
+    running: dict[str, tuple] = {}
+    done, todo = 0, len(pending)
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                entry = pending.pop(0)
+                proc = ctx.Process(target=_child, args=(entry, strict, paths[entry.name], level_limit), daemon=True)
+                proc.start()
+                running[entry.name] = (entry, proc, time.monotonic())
+            time.sleep(0.2)
+            for name, (entry, proc, started) in list(running.items()):
+                elapsed = time.monotonic() - started
+                if proc.is_alive() and elapsed < timeout:
+                    continue
+                if proc.is_alive():
+                    proc.kill()
+                    why = f"TimeoutError: no result within {timeout:.0f}s"
+                else:
+                    why = f"crashed (exit code {proc.exitcode})"
+                proc.join()
+                if not os.path.exists(paths[name]):
+                    res = LibResult(name, "float32", strict=strict, source=entry.library, library=entry.library)
+                    res.mode, res.plain, res.seconds = entry.mode, why, elapsed
+                    save(res, paths[name])
+                del running[name]
+                done += 1
+                if progress:
+                    progress(done, todo, load(paths[name]))
+    except KeyboardInterrupt:
+        for _, proc, _ in running.values():
+            proc.kill()
+            proc.join()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.libraries.run", description=__doc__.splitlines()[0])
+    p.add_argument("--library", action="append", choices=LIBRARIES, help="repeatable; default: all four")
+    p.add_argument("--filter", help="regular expression on the model names")
+    p.add_argument("--strict", action="store_true", help="strict torch.export (plain and unbranch.export)")
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument(
+        "--level-limit",
+        type=float,
+        help="seconds a plain export may take at a level of dynamic dimensions before the next level is tried",
+    )
+    p.add_argument("--results", default=RESULTS, help=f"one JSON per model (default {RESULTS}/)")
+    p.add_argument("--report", help="write the markdown report (docs/sweep-libraries.md)")
+    p.add_argument("--json", help="write every result in one JSON file (benchmarks/results/libraries.json)")
+    p.add_argument(
+        "--control-flow-only",
+        action="store_true",
+        help="only the models whose non-strict result in --results says the plain export stopped at control flow",
+    )
+    p.add_argument("--list", action="store_true", help="print the chosen models and stop")
+    args = p.parse_args(argv)
+    chosen = entries(args.library or LIBRARIES)
+    if args.filter:
+        chosen = [e for e in chosen if re.search(args.filter, e.name)]
+    if args.control_flow_only:
+        done = {e.name: result_path(args.results, e, False) for e in chosen}
+        chosen = [e for e in chosen if os.path.exists(done[e.name]) and load(done[e.name]).plain_control_flow]
+    if args.list:
+        print("\n".join(f"{e.library:12} {e.name}" for e in chosen))
+        return 0
+    started = time.monotonic()
+    sweep(
+        chosen,
+        args.results,
+        args.strict,
+        args.jobs,
+        args.timeout,
+        lambda d, t, r: progress_line(d, t, r, started),
+        args.level_limit,
+    )
+    wall = time.monotonic() - started
+    results = [load(p) for e in chosen if os.path.exists(p := result_path(args.results, e, args.strict))]
+    print(summary(results))
+    print(f"wall time of this run: {wall / 60:.1f} min")
+    if args.json or args.report:
+        from . import report
+
+        if args.json:
+            report.write_json(args.results, args.json)
+        if args.report:
+            report.write_markdown(args.results, args.report)
+    return 0
+
+
+def summary(results: list[LibResult]) -> str:
+    lines = []
+    for library in dict.fromkeys(r.library for r in results):
+        c = Counter(r.outcome[0] for r in results if r.library == library)
+        lines.append(f"{library:12} " + "  ".join(f"{o} {c[o]}" for o in OUTCOMES))
+    for r in results:
+        if r.outcome[0] in ("harm", "not fixed", "fixed"):
+            lines.append(f"  {r.outcome[0]:<10} {r.library}/{r.model}: {r.outcome[1] or r.plain_where}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
