@@ -68,6 +68,17 @@ class NonModuleObject(torch.nn.Module):
         return self.scheduler.step(sample, timestep) + 1
 
 
+class AnnotatedInt(NonModuleObject):
+    def forward(self, sample, timestep):
+        return self.scheduler.blend(sample, timestep - 5) + 1
+
+
+class SelectionSize(torch.nn.Module):
+    def forward(self, corners, scores):
+        keep = torch.where(scores > 0.5)[0]
+        return boxes.best_first(corners[keep], scores[keep]) * 2
+
+
 def _rows(n, sign=1.0):
     return sign * (torch.arange(n * 4, dtype=torch.float32).reshape(n, 4) / (n * 4) + 0.5)
 
@@ -109,6 +120,18 @@ CASES = {
         (_rows(6), torch.tensor(3)),
         ({0: Dim.DYNAMIC}, None),
         [(_rows(9), torch.tensor(5)), (_rows(3), torch.tensor(0))],
+    ),
+    "tensor given for a parameter annotated int": (
+        AnnotatedInt,
+        (_rows(6), torch.tensor(8)),
+        ({0: Dim.DYNAMIC}, None),
+        [(_rows(9), torch.tensor(2)), (_rows(3), torch.tensor(5))],
+    ),
+    "size of a selection tested in another package": (
+        SelectionSize,
+        (_rows(6), torch.linspace(0, 1, 6)),
+        ({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC}),
+        [(_rows(9), torch.linspace(1, 0.6, 9)), (_rows(3), torch.zeros(3)), (_rows(4), torch.ones(4))],
     ),
 }
 

@@ -113,6 +113,35 @@ def test_checks_in_a_nested_if_stay_in_the_program(strict):
             ep.module()(bad)
 
 
+class TableStep(torch.nn.Module):
+    """diffusers' DDIM/DDPM step: a table read at a 0-d timestep inside the branches of its test."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("alphas", torch.linspace(0.9, 0.1, 20))
+        self.final = torch.tensor(1.0)
+
+    def forward(self, timestep, x):
+        prev = timestep - 5
+        a = self.alphas[prev] if prev >= 0 else self.final
+        if timestep < 19:
+            b = self.alphas[timestep + 1] * 2
+        else:
+            b = self.final
+        return x * a + b
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_table_read_at_a_tensor_index_in_a_branch(strict):
+    model = TableStep()
+    example = (torch.tensor(10), _rows(4))
+    ep = unbranch.export(model, example, dynamic_shapes=(None, {0: Dim.DYNAMIC}), strict=strict)
+    assert count_conds(ep) == 2
+    for t, n in [(10, 4), (2, 6), (19, 3), (0, 2)]:
+        args = (torch.tensor(t), _rows(n))
+        assert_same(ep.module()(*args), model(*args))
+
+
 def count_down(x, n: int):
     """Refers to itself (recursion): its own name must stay the module's global."""
     if n > 0:

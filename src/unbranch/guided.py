@@ -136,12 +136,25 @@ class Guide:
         except UnbranchError as e:
             return e.reason
         key = found.code if isinstance(found, Nested) else fn
-        shape = site.kind == "shape" or key in self.shapes
-        if key in self.rewritten and (key in self.shapes or not shape):
+        if key in self.shapes:
             return "rewritten already"
+        # torch stops again in a function rewritten already, or where nothing is on data: a test of
+        # a size that is data (``boxes.numel() == 0`` after a mask), so its size tests convert too
+        shape = site.kind == "shape" or key in self.rewritten
         hooks = next((h for t, h in self.upfront if t is fn), {})
+        # then, where that changes nothing: size tests too; then parameters annotated ``int``/``bool``
+        # as possibly tensors too (diffusers passes a tensor timestep as ``prev_timestep: int``)
+        tries = [
+            {"shape_conditions": shape},
+            {"shape_conditions": True},
+            {"shape_conditions": True, "annotations": False},
+        ]
         try:
-            rm = rewrite(fn, options_for(fn, strict=False, shape_conditions=shape, lengths=True, **hooks))
+            for extra in tries[0 if not shape else 1 :]:
+                rm = rewrite(fn, options_for(fn, strict=False, lengths=True, **extra, **hooks))
+                shape = extra["shape_conditions"]
+                if rm.changed:
+                    break
         except UnbranchError as e:
             return e.reason
         if not rm.changed:

@@ -54,10 +54,11 @@ class Options:
     is_method: bool = True
     shape_conditions: bool = True  # False: an if on sizes alone stays plain Python (model discovery)
     lengths: bool = False  # True: len(t) may give a symbolic length (functions torch's export named)
+    annotations: bool = True  # False: ``n: int`` may hold a tensor (torch's export named a branch on it)
 
     def key(self) -> tuple:
         hooks = tuple(_hook_key(h) for h in (self.filter_node, self.pre_rewriter, self.post_rewriter))
-        return (self.prefix, self.strict, self.is_method, self.shape_conditions, self.lengths, hooks)
+        return (self.prefix, self.strict, self.is_method, self.shape_conditions, self.lengths, self.annotations, hooks)
 
 
 def _hook_key(hook):
@@ -105,7 +106,9 @@ def compile_source(
         raise UnbranchError("async functions cannot be rewritten", info.path, info.line, "async def")
     if not isinstance(fn_ast, ast.FunctionDef):
         raise UnbranchError("the source is not a function definition", info.path, info.line, "def")
-    classifier = Classifier.for_function(fn_ast, is_method=options.is_method, path=info.path)
+    classifier = Classifier.for_function(
+        fn_ast, is_method=options.is_method, path=info.path, annotations=options.annotations
+    )
     wanted = classifier.candidates(fn_ast) | ({"len"} if lengths else set())
     if not hooked and not wanted:
         return Compiled(info.text, False, [], "_ub")  # nothing to rewrite: libcst never runs

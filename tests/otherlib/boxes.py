@@ -16,3 +16,10 @@ def normalise(scores):
         return s
 
     return rescale(scores) * 2
+
+
+def best_first(boxes, scores):
+    """The size tested is data when the boxes were selected by a mask (torchvision's batched_nms)."""
+    if boxes.numel() == 0:
+        return boxes
+    return boxes[scores.argsort(descending=True)]

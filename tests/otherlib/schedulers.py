@@ -22,3 +22,7 @@ class Scheduler:
         if timestep > 0:
             return sample * alpha
         return sample
+
+    def blend(self, sample, prev_timestep: int):
+        """diffusers annotates timesteps ``int`` and passes tensors: the annotation proves nothing."""
+        return sample * 2 if prev_timestep >= 0 else sample

@@ -304,9 +304,15 @@ class Classifier:
 
     @classmethod
     def for_function(
-        cls, fn: ast.FunctionDef, is_method: bool = True, path: str | None = None, hints: Hints | None = None
+        cls,
+        fn: ast.FunctionDef,
+        is_method: bool = True,
+        path: str | None = None,
+        hints: Hints | None = None,
+        annotations: bool = True,
     ) -> Classifier:
-        """The classifier of ``fn``; ``hints``, or those registered for the file ``path``."""
+        """The classifier of ``fn``; ``hints``, or those registered for the file ``path``.
+        ``annotations``: trust ``n: int`` to hold no tensor."""
         a = fn.args
         params = [p for p in (*a.posonlyargs, *a.args, a.vararg, *a.kwonlyargs, a.kwarg) if p is not None]
         c = cls(params[0].arg if params and is_method else None, hints if hints is not None else hints_for(path))
@@ -314,9 +320,10 @@ class Classifier:
         defaults = dict(zip([p.arg for p in (*a.posonlyargs, *a.args)][::-1], a.defaults[::-1]))
         defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
         for p in params:
-            if p.annotation is not None and _static_annotation(p.annotation):
+            annotation = p.annotation if annotations else None
+            if annotation is not None and _static_annotation(annotation):
                 c.static_names.add(p.arg)
-            elif p.annotation is not None and _dotted(p.annotation)[-1:] == ["Tensor"]:
+            elif annotation is not None and _dotted(annotation)[-1:] == ["Tensor"]:
                 c.tensor_names.add(p.arg)
             elif c.hints.literal_defaults and isinstance(defaults.get(p.arg), ast.Constant):
                 if defaults[p.arg].value is not None:

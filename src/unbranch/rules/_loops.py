@@ -132,6 +132,18 @@ class AtSubscripts(Inheriting):
         return updated.with_changes(args=[updated.args[0], right])
 
 
+def indexed_by_test(nodes, test, ctx) -> list:
+    """``nodes`` (a branch's statements or expressions) with each subscript by a name the test reads
+    made ``_ub.at(t)[...]``: such a name may be a 0-d integer tensor (``alphas[t] if t >= 0``), which
+    dynamo, tracing a cond's branch, would read as ``.item()``. (Eagerly ``at(t)`` is ``t``.)"""
+    c = ctx.classifier
+    names = expr_reads(test) - c.static_names - c.shape_names - {ctx.self_name}
+    if not names:
+        return list(nodes)
+    at = AtSubscripts(names, ctx.runtime, ctx.origins)
+    return [n.visit(at) for n in nodes]
+
+
 class _Clamped(cst.CSTTransformer):
     """``_ub.at(t)`` -> ``_ub.at(t, clamped=True)``: a read only a short circuit keeps in range."""
 

@@ -31,6 +31,7 @@ from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surro
 from ..analysis.names import block_writes, param_names
 from ..normalise.boolean_ops import runtime_predicate
 from ..passes import Cannot, Pass, Refused, Rewrite, Unchanged
+from ._loops import indexed_by_test
 from ._util import (
     binds_python_values,
     blockers,
@@ -142,8 +143,8 @@ class IfToCond(Pass):
         operands, outputs, mutated, kept = plan.operands, plan.outputs, plan.mutated, plan.kept
         then_name, else_name = ctx.namer.numbered(ctx.prefix, ("then", "else"))
         returns = outputs is None
-        new_body = explicit_super(updated.body.body, ctx)
-        new_orelse = explicit_super(orelse_body(updated), ctx)
+        new_body = indexed_by_test(explicit_super(updated.body.body, ctx), updated.test, ctx)
+        new_orelse = indexed_by_test(explicit_super(orelse_body(updated), ctx), updated.test, ctx)
         else_header = updated.orelse.body.header if isinstance(updated.orelse, cst.Else) else None
         defs = [
             branch_def(then_name, operands, new_body, outputs).with_changes(leading_lines=updated.leading_lines),

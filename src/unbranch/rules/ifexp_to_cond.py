@@ -33,6 +33,7 @@ from ..analysis.names import target_names
 from ..normalise.boolean_ops import _bare, runtime_predicate
 from ..normalise.condition_forms import ConditionForms
 from ..passes import Pass, Refused, Rewrite, Unchanged
+from ._loops import indexed_by_test
 from ._util import explicit_super
 
 _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
@@ -138,7 +139,8 @@ class IfExpToCond(Pass):
         if why:
             return self.leave_as_python(original, updated, why, "conditional expression")
         test = runtime_predicate(self.forms.truth(updated.test), ctx)
-        then, orelse = (_unwrapped(side) for side in explicit_super([updated.body, updated.orelse], ctx))
+        sides = indexed_by_test(explicit_super([updated.body, updated.orelse], ctx), updated.test, ctx)
+        then, orelse = (_unwrapped(side) for side in sides)
         call = ctx.runtime_call(
             "if_exp", _bare(test), cst.Lambda(cst.Parameters(), then), cst.Lambda(cst.Parameters(), orelse)
         )

@@ -212,8 +212,15 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
 
 
 def _buffers(values) -> list:
-    """The buffers of the modules among a branch's operands (``self``): a branch may return one as it is."""
-    return [b for v in values if isinstance(v, torch.nn.Module) for b in v._buffers.values() if b is not None]
+    """The buffers and plain tensor attributes of the modules among a branch's operands (``self``):
+    a branch may return one as it is (``b = self.final``), which export lifts to an input."""
+    return [
+        b
+        for v in values
+        if isinstance(v, torch.nn.Module)
+        for b in (*v._buffers.values(), *vars(v).values())
+        if isinstance(b, torch.Tensor)
+    ]
 
 
 def _unaliased(tensors) -> tuple:
