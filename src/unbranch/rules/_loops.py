@@ -96,9 +96,9 @@ def loop_blocker(body) -> str | None:
 class AtSubscripts(Inheriting):
     """``t[i - 1]``, ``t[i, j]`` -> ``_ub.at(t)[...]``: indexing by a loop index (a 0-d tensor under export)."""
 
-    def __init__(self, indices, runtime: str, origins):
+    def __init__(self, indices, runtime: str, origins, slices: bool = True):
         super().__init__(origins)
-        self.indices, self.runtime = set(indices), runtime
+        self.indices, self.runtime, self.slices = set(indices), runtime, slices
 
     def visit_Lambda(self, node):
         # a lambda runs in the step too (a conditional expression's sides): unless it rebinds an index
@@ -111,7 +111,11 @@ class AtSubscripts(Inheriting):
     def leave_Subscript(self, original, updated):
         if self._is_at(updated.value):
             return updated
-        if not any(expr_reads(el.slice) & self.indices for el in updated.slice):
+        if not any(
+            expr_reads(el.slice) & self.indices
+            for el in updated.slice
+            if self.slices or not isinstance(el.slice, cst.Slice)
+        ):
             return updated
         at = cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name("at")), [cst.Arg(updated.value)])
         return updated.with_changes(value=at)
@@ -140,7 +144,7 @@ def indexed_by_test(nodes, test, ctx) -> list:
     names = expr_reads(test) - c.static_names - c.shape_names - {ctx.self_name}
     if not names:
         return list(nodes)
-    at = AtSubscripts(names, ctx.runtime, ctx.origins)
+    at = AtSubscripts(names, ctx.runtime, ctx.origins, slices=False)  # (a size bounds a slice: ``x[:-pad]``)
     return [n.visit(at) for n in nodes]
 
 

@@ -69,6 +69,18 @@ class IfExpToCond(Pass):
                 return _ub.if_exp(x.max() > 1, lambda: torch.cat(parts), lambda: _ub.if_exp(_ub.not_((x < 0).any()), lambda: x, lambda: x.cos()))
             """,  # noqa: E501
         ),
+        Rewrite(  # a table read at the tested index (diffusers' DDIM step): a 0-d tensor dynamo must not .item()
+            """
+            def forward(self, x, t):
+                alpha = self.alphas[t] if t >= 0 else self.final
+                return x * alpha
+            """,
+            """
+            def forward(self, x, t):
+                alpha = _ub.if_exp(t >= 0, lambda: _ub.at(self.alphas)[t], lambda: self.final)
+                return x * alpha
+            """,
+        ),
         Unchanged(
             """
             def forward(self, x, mask=None, scale=None, keep=False):
