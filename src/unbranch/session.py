@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import traceback
+
+import torch
 
 from .discovery import discover
 from .errors import UnbranchError, runtime_failure
@@ -13,6 +17,7 @@ from .report import Report, dump, say
 from .rewriting import MODEL_OPTIONS, options_for, rewrite
 from .runtime import _tracing
 from .runtime import loops as _loops
+from .runtime.control_flow import torch_limit
 from .source import innermost_function
 from .swap import swapped_in
 
@@ -102,6 +107,14 @@ def session(named, models, dump_rewriting, verbose, strict, lower_under_compile,
         _loops.TARGET, _loops.MAX_ITERATIONS = saved
 
 
+def _in_export(e: BaseException) -> bool:
+    """Did ``e`` come out of torch.export (not an eager run in the context, whose errors stay as they are)?"""
+    return any(f.f_code.co_filename.startswith(_EXPORT_CODE) for f, _ in traceback.walk_tb(e.__traceback__))
+
+
+_EXPORT_CODE = os.path.join(os.path.dirname(torch.__file__), "export") + os.sep
+
+
 def _explained(e: Exception, report: Report) -> Exception:
     """The error to give the user: the runtime's own, or one naming the branch this context left alone."""
     if isinstance(e, UnbranchError):
@@ -111,7 +124,8 @@ def _explained(e: Exception, report: Report) -> Exception:
         return ours
     found = sites(e) if kind_of(e) else []
     if not found:
-        return e
+        limit = torch_limit(e) if report.rewritten and _in_export(e) else None
+        return UnbranchError(f"the export of rewritten code failed: {limit}", construct="export") if limit else e
     site = found[0]
     if site.path.startswith(GENERATED):  # rewritten code, where a construct was left as Python
         why = why_left(report.rewritten, site)

@@ -91,19 +91,26 @@ _LIMITS = [
         "torch's own tracing of this cond failed (a torch bug: 'Guard failed on the same frame it was created'); "
         "strict=True export traces it differently",
     ),
+    (
+        ("duplicate argument",),
+        "torch's dynamo generated a branch graph with two arguments of one name (a torch bug with conds "
+        "nested in conds under strict export); strict=False export traces it differently",
+    ),
 ]
 
 
 def rejection(e: BaseException) -> str:
     """Why torch.cond rejected a branch, in the user's terms when torch's message is a known one."""
+    return torch_limit(e) or next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
+
+
+def torch_limit(e: BaseException) -> str | None:
+    """What a known torch limitation or bug that ``e`` (or its causes) reports means, or None."""
     text, seen = "", e
     while seen is not None:
         text += str(seen)
         seen = seen.__cause__ or seen.__context__
-    for markers, meaning in _LIMITS:
-        if any(m in text for m in markers):
-            return meaning
-    return next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
+    return next((meaning for markers, meaning in _LIMITS if any(m in text for m in markers)), None)
 
 
 _IMMUTABLE = (int, float, bool, complex, str, bytes, type(None), torch.SymInt, torch.SymFloat, torch.SymBool)
