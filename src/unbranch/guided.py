@@ -47,6 +47,7 @@ class Guide:
     rewritten: dict = field(default_factory=dict)  # the function swapped (or nested code) -> RewrittenMethod
     model: object = None  # the catalogue's semantic rewrites for its classes join the first retry
     shapes: set = field(default_factory=set)  # keys rewritten with their shape conditions converted too
+    hooks: dict = field(default_factory=dict)  # function -> the catalogue's hooks for it (kept in any rewrite)
 
     @property
     def methods(self) -> list[RewrittenMethod]:
@@ -115,6 +116,7 @@ class Guide:
                 rm = rewrite(fn, options_for(fn, strict=False, shape_conditions=False, **hooks))
             except UnbranchError:
                 continue  # (a catalogue entry for code this install does not have)
+            self.hooks[fn] = hooks
             if rm.changed and fn not in self.rewritten:
                 self.rewritten[fn] = rm
                 added.append(rm.qualname)
@@ -141,7 +143,7 @@ class Guide:
         # torch stops again in a function rewritten already, or where nothing is on data: a test of
         # a size that is data (``boxes.numel() == 0`` after a mask), so its size tests convert too
         shape = site.kind == "shape" or key in self.rewritten
-        hooks = next((h for t, h in self.upfront if t is fn), {})
+        hooks = self.hooks.get(fn, {})
         # then, where that changes nothing: size tests too; then parameters annotated ``int``/``bool``
         # as possibly tensors too (diffusers passes a tensor timestep as ``prev_timestep: int``)
         tries = [
