@@ -79,6 +79,11 @@ class SelectionSize(torch.nn.Module):
         return boxes.best_first(corners[keep], scores[keep]) * 2
 
 
+class SelectionLength(torch.nn.Module):
+    def forward(self, ratio):
+        return boxes.matched(ratio, 0.5) * 2
+
+
 def _rows(n, sign=1.0):
     return sign * (torch.arange(n * 4, dtype=torch.float32).reshape(n, 4) / (n * 4) + 0.5)
 
@@ -126,6 +131,12 @@ CASES = {
         (_rows(6), torch.tensor(8)),
         ({0: Dim.DYNAMIC}, None),
         [(_rows(9), torch.tensor(2)), (_rows(3), torch.tensor(5))],
+    ),
+    "length of a selection tested in another package": (
+        SelectionLength,
+        (torch.linspace(0, 1, 6),),
+        ({0: Dim.DYNAMIC},),
+        [(torch.linspace(0.2, 0.9, 9),), (torch.ones(3),), (torch.zeros(4),)],
     ),
     "size of a selection tested in another package": (
         SelectionSize,

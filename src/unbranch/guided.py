@@ -125,7 +125,7 @@ class Guide:
     def _rewrite(self, site: Site, attempt: Attempt) -> str:
         """Rewrite the function ``site`` is in; "" on progress, else why nothing could be done."""
         if site.path.startswith(GENERATED):
-            found = self._nested_in_rewritten(site)
+            found = self._nested_in_rewritten(site) or self._sizes_left(site)
             if found is None:
                 return why_left(self.methods, site)
         else:
@@ -184,6 +184,14 @@ class Guide:
                             if c.co_name == site.name:
                                 return Nested(rm.parent or rm.function, c)
                             stack.append(c)
+        return None
+
+    def _sizes_left(self, site: Site):
+        """The function whose rewritten code ``site`` is in, if its size tests stayed Python: torch stops at
+        one of them, so the size is data (kornia: ``if len(match_dists) == 0`` after a mask)."""
+        for key, rm in self.rewritten.items():
+            if rm.code_object.co_filename == site.path and key is rm.function and key not in self.shapes:
+                return key
         return None
 
     def _stuck(self, attempt: Attempt, retries: int) -> UnbranchError:

@@ -23,3 +23,11 @@ def best_first(boxes, scores):
     if boxes.numel() == 0:
         return boxes
     return boxes[scores.argsort(descending=True)]
+
+
+def matched(ratio, th: float):
+    """kornia's match_snn: ``len()`` of a selection by a mask, tested."""
+    kept = ratio[ratio <= th]
+    if len(kept) == 0:
+        return ratio.new_zeros((0, 1))
+    return kept.view(-1, 1)
