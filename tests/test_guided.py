@@ -73,6 +73,11 @@ class AnnotatedInt(NonModuleObject):
         return self.scheduler.blend(sample, timestep - 5) + 1
 
 
+class IndexForTimestep(NonModuleObject):
+    def forward(self, sample, timestep):
+        return self.scheduler.step_at(sample, timestep)
+
+
 class SelectionSize(torch.nn.Module):
     def forward(self, corners, scores):
         keep = torch.where(scores > 0.5)[0]
@@ -137,6 +142,12 @@ CASES = {
         (torch.linspace(0, 1, 6),),
         ({0: Dim.DYNAMIC},),
         [(torch.linspace(0.2, 0.9, 9),), (torch.ones(3),), (torch.zeros(4),)],
+    ),
+    "int chosen by a test of a size that is data": (
+        IndexForTimestep,
+        (_rows(6), torch.tensor(1)),
+        ({0: Dim.DYNAMIC}, None),
+        [(_rows(9), torch.tensor(5)), (_rows(3), torch.tensor(9)), (_rows(4), torch.tensor(1))],
     ),
     "size of a selection tested in another package": (
         SelectionSize,

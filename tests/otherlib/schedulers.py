@@ -7,6 +7,7 @@ class Scheduler:
     def __init__(self, steps: int = 10):
         self.steps = steps
         self.alphas = torch.linspace(0.9, 0.1, steps)
+        self.timesteps = torch.arange(steps - 1, -1, -1).clamp(min=1)  # ..., 2, 1, 1: the last one twice
 
     def step(self, sample, timestep):
         alpha = self.alphas.index_select(0, timestep.clamp(0, self.steps - 1).reshape(1))
@@ -26,3 +27,12 @@ class Scheduler:
     def blend(self, sample, prev_timestep: int):
         """diffusers annotates timesteps ``int`` and passes tensors: the annotation proves nothing."""
         return sample * 2 if prev_timestep >= 0 else sample
+
+    def index_for(self, timestep):
+        """diffusers' index_for_timestep: a Python int chosen by a test of a size that is data."""
+        indices = (self.timesteps == timestep).nonzero()
+        pos = 1 if len(indices) > 1 else 0
+        return indices[pos].item()
+
+    def step_at(self, sample, timestep):
+        return sample * self.alphas[self.index_for(timestep)]

@@ -81,6 +81,20 @@ class IfExpToCond(Pass):
                 return x * alpha
             """,
         ),
+        Rewrite(  # ints chosen on data: torch.cond returns them as symbolic ints (diffusers' index_for_timestep)
+            """
+            def forward(self, x, t):
+                indices = (x == t).nonzero()
+                pos = 1 if len(indices) > 1 else 0
+                return indices[pos]
+            """,
+            """
+            def forward(self, x, t):
+                indices = (x == t).nonzero()
+                pos = _ub.if_exp(len(indices) > 1, lambda: 1, lambda: 0)
+                return indices[pos]
+            """,
+        ),
         Unchanged(
             """
             def forward(self, x, mask=None, scale=None, keep=False):
@@ -145,7 +159,8 @@ class IfExpToCond(Pass):
         ctx = self.ctx
         if self._made_by_unbranch(original) or not ctx.is_candidate(original):
             return updated
-        if all(self._plainly_python(side) for side in (updated.body, updated.orelse)):
+        ints = all(_int_literal(side) for side in (updated.body, updated.orelse))
+        if not ints and all(self._plainly_python(side) for side in (updated.body, updated.orelse)):
             return updated  # `() if output_attentions else None`: no tensor can come out of it
         why = self._why_not(updated, original)
         if why:
@@ -184,7 +199,7 @@ class IfExpToCond(Pass):
                     f"'{sorted(roots)[0]}' itself (a cond returns a new tensor: the change would not reach the other name)"
                 )
         for side in (node.body, node.orelse):
-            value = self._python_value(side)
+            value = None if _int_literal(side) else self._python_value(side)
             if value is not None:
                 text = cst.Module([]).code_for_node(value)
                 return (
@@ -215,6 +230,13 @@ class IfExpToCond(Pass):
         if not isinstance(e, _DISPLAYS) and self.ctx.classifier.kind(e) == STATIC:
             return e  # a flag, a dtype, an identity test...
         return None
+
+
+def _int_literal(e: cst.BaseExpression) -> bool:
+    """``1``, ``-1``: a side torch.cond returns (as a symbolic int: diffusers' ``1 if len(indices) > 1 else 0``)."""
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Minus):
+        e = e.expression
+    return isinstance(e, cst.Integer)
 
 
 def _unwrapped(side: cst.BaseExpression) -> cst.BaseExpression:
