@@ -84,6 +84,11 @@ _LIMITS = [
     (("expected same dtype",), "the two sides give tensors of different dtypes"),
     (("expected same dim",), "the two sides give tensors of different ranks"),
     (("HOP body output unsupported",), "a side gives a Python float or string; torch.cond returns tensors and ints"),
+    (
+        ("unsupported branch return type",),
+        "a side gives a number computed from data (.item()) or another value torch.cond cannot return "
+        "(tensors and constant ints only)",
+    ),
     (("Encountered aliasing",), "a side gives back a tensor it was handed (or a view of one) unchanged"),
     (("Encountered input mutation",), "a side changes a tensor it was handed in place"),
     (
