@@ -191,6 +191,32 @@ def test_torch_bug_with_nested_conds_is_named(strict):
         ep.module()(torch.randn(3, 3), torch.randn(3, 3))
 
 
+class CountingLoop(torch.nn.Module):
+    """An int64 counter carried beside a sum that requires grad (torch's scan failed to export it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        count = torch.zeros((), dtype=torch.int64)
+        acc = torch.zeros(4)
+        for i in range(x.shape[0]):
+            acc = acc + self.lin(x[i])
+            count = count + (x[i].sum() > 0).long()
+        return acc, count
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
+@pytest.mark.parametrize("strict", MODES)
+def test_integer_counter_carried_beside_a_parameter(strict, grad):
+    model = CountingLoop()
+    with torch.set_grad_enabled(grad):
+        ep = _exports(model, strict, [(_rows(5),), (_rows(8, -1),), (_rows(3, 2) - 0.2,)])
+    acc, count = ep.module()(_rows(7) - 0.3)
+    assert count.dtype == torch.int64 and count.item() == int(((_rows(7) - 0.3).sum(1) > 0).sum())
+
+
 def count_down(x, n: int):
     """Refers to itself (recursion): its own name must stay the module's global."""
     if n > 0:

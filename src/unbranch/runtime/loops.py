@@ -99,7 +99,10 @@ def _while(test, step, state, where) -> tuple:
 
     def scan_step(values, _):
         go = _bool_tensor(test(*values))
-        new = torch.cond(go, lambda *v: tuple(step(*v)), lambda *v: tuple(t.clone() for t in v), tuple(values))
+        # (a value the body gives back unchanged is copied here: torch's own copy of it took another input's)
+        new = torch.cond(
+            go, lambda *v: fresh_outputs(tuple(step(*v)), v), lambda *v: tuple(t.clone() for t in v), tuple(values)
+        )
         return tuple(new), ()
 
     final, _ = _scan(scan_step, state, torch.arange(MAX_ITERATIONS), None, False)
@@ -188,9 +191,10 @@ def _scan(step, carry, xs, device, outputs: bool):
     from torch._higher_order_ops.scan import scan
 
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
+    step, init, narrow = _float_carry(step, init)
     if outputs:
         state, ys = scan(step, init, xs)
-        return tuple(state)[: len(carry)], tuple(ys)
+        return tuple(narrow(tuple(state)))[: len(carry)], tuple(ys)
 
     def with_output(state, x):
         # a scan without per-step outputs does not compile in AOTInductor (torch 2.13: "getitem is
@@ -198,7 +202,41 @@ def _scan(step, carry, xs, device, outputs: bool):
         return step(state, x)[0], pytree.tree_leaves(state)[0].new_zeros(())
 
     state, _ = scan(with_output, init, xs)
-    return tuple(state)[: len(carry)], ()
+    return tuple(narrow(tuple(state)))[: len(carry)], ()
+
+
+def _float_carry(step, init):
+    """(step, init, narrow) carrying integer and bool tensors as float64.
+
+    torch 2.13's scan with an integer carry fails to export while grad is enabled, and a program
+    exported under ``no_grad`` fails the same way when run with grad enabled ("outs_to_grad
+    length (2) != tangents length (3)"). The step still sees and gives the original dtypes;
+    float64 holds every integer up to 2**53 exactly.
+    """
+    leaves = pytree.tree_leaves(init)
+    ints = {
+        k: t.dtype
+        for k, t in enumerate(leaves)
+        if isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex())
+    }
+    if not ints:
+        return step, init, lambda state: state
+
+    def cast(tree, dtype_of):
+        values, spec = pytree.tree_flatten(tree)
+        return pytree.tree_unflatten([v.to(dtype_of(k)) if k in ints else v for k, v in enumerate(values)], spec)
+
+    def widen(tree):
+        return cast(tree, lambda k: torch.float64)
+
+    def narrow(tree):
+        return cast(tree, ints.get)
+
+    def step64(state, x):
+        new, ys = step(narrow(state), x)
+        return widen(new), ys
+
+    return step64, widen(init), narrow
 
 
 class _Row:
