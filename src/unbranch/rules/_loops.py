@@ -93,6 +93,9 @@ def loop_blocker(body) -> str | None:
     return "a return inside the loop body" if v.found else None
 
 
+_INDEXING_METHODS = frozenset({"select", "narrow"})  # tensor methods taking an index (``_At`` has them)
+
+
 class AtSubscripts(Inheriting):
     """``t[i - 1]``, ``t[i, j]`` -> ``_ub.at(t)[...]``: indexing by a loop index (a 0-d tensor under export)."""
 
@@ -126,6 +129,14 @@ class AtSubscripts(Inheriting):
 
     def leave_Call(self, original, updated):
         f = updated.func
+        if (
+            isinstance(f, cst.Attribute)
+            and f.attr.value in _INDEXING_METHODS
+            and not self._is_at(f.value)
+            and any(expr_reads(a.value) & self.indices for a in updated.args)
+        ):  # ``x.select(0, i)``, ``x.narrow(0, i, 2)``: the index is a 0-d tensor there too
+            at = cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name("at")), [cst.Arg(f.value)])
+            return updated.with_changes(func=f.with_changes(value=at))
         if self._is_at(updated) or not (
             isinstance(f, cst.Attribute) and f.attr.value in ("and_", "or_") and len(updated.args) == 2
         ):

@@ -319,6 +319,24 @@ class ForToScan(LoopRule):
                 return z, acc
             """,
         ),
+        Rewrite(  # the index in select/narrow: the index is a 0-d tensor under a scan
+            """
+            def forward(self, x):
+                acc = torch.zeros(x.shape[1])
+                for i in range(x.shape[0]):
+                    acc = acc + x.select(0, i) * (i + 1) + x.narrow(0, i, 1).sum(0)
+                return acc
+            """,
+            """
+            def forward(self, x):
+                acc = torch.zeros(x.shape[1])
+                def loop_body_1(i, acc):
+                    acc = acc + _ub.at(x).select(0, i) * (i + 1) + _ub.at(x).narrow(0, i, 1).sum(0)
+                    return acc
+                acc = _ub.for_range(x.shape[0], loop_body_1, carry=(acc,))
+                return acc
+            """,
+        ),
         Rewrite(  # out is read in the body (out[i - 1]): carried, not rows
             """
             def forward(self, x):

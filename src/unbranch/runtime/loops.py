@@ -516,6 +516,18 @@ class _At:
         )
         self.tensor[fixed] = value.unsqueeze(where)
 
+    def select(self, dim, index):
+        if not _is_index_tensor(index):
+            return self.tensor.select(dim, index)
+        return self[(slice(None),) * (dim % self.tensor.dim()) + (index,)]
+
+    def narrow(self, dim, start, length):
+        if not _is_index_tensor(start):
+            return self.tensor.narrow(dim, start, length)
+        dim = dim % self.tensor.dim()
+        start = _wrapped(start, self.tensor, dim)
+        return self.tensor.index_select(dim, start + torch.arange(length, device=start.device))
+
 
 def _is_index_tensor(e) -> bool:
     return isinstance(e, torch.Tensor) and e.dim() == 0 and not e.is_floating_point() and e.dtype != torch.bool
