@@ -176,3 +176,22 @@ def test_loop_refused_with_line_and_reason(make, strict):
     with pytest.raises(unbranch.UnbranchError, match=reason) as info:
         unbranch.export(make(), (_rows(1, 1, 5, 1),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
     assert (info.value.path, info.value.line) == (__file__, line)
+
+
+class RowsOfDynamicWidth(torch.nn.Module):
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * 2 if x[i].sum() > 0 else x[i] - 1
+        return out
+
+
+def test_rows_of_a_dynamic_width():
+    """The rows' own size is symbolic: the buffer is carried (per-step rows need a static row size)."""
+    model, shapes = RowsOfDynamicWidth(), ({0: Dim.DYNAMIC, 1: Dim.DYNAMIC},)
+    ep = unbranch.export(model, (torch.randn(4, 5),), dynamic_shapes=shapes)
+    for x in (torch.randn(6, 3), _rows(1, -1, 2), torch.randn(1, 7)):
+        assert_same(ep.module()(x), model(x))
+    # strict export: dynamo fails inside torch's scan on the symbolic row ("argument of type: LazyProxy")
+    with pytest.raises(unbranch.UnbranchError, match="after rewriting RowsOfDynamicWidth.forward"):
+        unbranch.export(model, (torch.randn(4, 5),), dynamic_shapes=shapes, strict=True)

@@ -298,7 +298,10 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=()):
         return _from_tuple((*state, *appends))
     if scannable:
         _for_executorch(carry, _origin)
-        rows = tuple(k for k in rows if carry[k].dim() > 0)
+        # rows of a symbolic size stay in the carried buffer: dynamo takes no SymInt into the step
+        # as a constant ("Cannot construct ConstantVariable"), and the buffer's own shape as an input
+        # of the step fails in torch's scan too
+        rows = tuple(k for k in rows if carry[k].dim() > 0 and all(isinstance(d, int) for d in carry[k].shape[1:]))
         loose = [k for k in range(n) if k not in rows]  # what the scan carries
         # (the buffers' metadata read here: read in the step, they would become inputs of the scan)
         like = {k: (carry[k].shape[1:], carry[k].dtype, carry[k].device) for k in rows}
