@@ -46,7 +46,7 @@ class Guide:
     attempts: list = field(default_factory=list)
     rewritten: dict = field(default_factory=dict)  # the function swapped (or nested code) -> RewrittenMethod
     model: object = None  # the catalogue's semantic rewrites for its classes join the first retry
-    shapes: set = field(default_factory=set)  # keys rewritten with their shape conditions converted too
+    level: dict = field(default_factory=dict)  # key -> the last of _LEVELS it was rewritten with
     hooks: dict = field(default_factory=dict)  # function -> the catalogue's hooks for it (kept in any rewrite)
 
     @property
@@ -119,6 +119,7 @@ class Guide:
             self.hooks[fn] = hooks
             if rm.changed and fn not in self.rewritten:
                 self.rewritten[fn] = rm
+                self.level[fn] = 0
                 added.append(rm.qualname)
         return added
 
@@ -138,23 +139,15 @@ class Guide:
         except UnbranchError as e:
             return e.reason
         key = found.code if isinstance(found, Nested) else fn
-        if key in self.shapes:
+        # torch stopping again in a function rewritten already (or at a size test): the next level
+        first = 1 if site.kind == "shape" else 0
+        start = self.level[key] + 1 if key in self.level else first
+        if start >= len(_LEVELS):
             return "rewritten already"
-        # torch stops again in a function rewritten already, or where nothing is on data: a test of
-        # a size that is data (``boxes.numel() == 0`` after a mask), so its size tests convert too
-        shape = site.kind == "shape" or key in self.rewritten
         hooks = self.hooks.get(fn, {})
-        # then, where that changes nothing: size tests too; then parameters annotated ``int``/``bool``
-        # as possibly tensors too (diffusers passes a tensor timestep as ``prev_timestep: int``)
-        tries = [
-            {"shape_conditions": shape},
-            {"shape_conditions": True},
-            {"shape_conditions": True, "annotations": False},
-        ]
         try:
-            for extra in tries[0 if not shape else 1 :]:
-                rm = rewrite(fn, options_for(fn, strict=False, lengths=True, **extra, **hooks))
-                shape = extra["shape_conditions"]
+            for level in range(start, len(_LEVELS)):
+                rm = rewrite(fn, options_for(fn, strict=False, lengths=True, **_LEVELS[level], **hooks))
                 if rm.changed:
                     break
         except UnbranchError as e:
@@ -162,8 +155,7 @@ class Guide:
         if not rm.changed:
             return _nothing_to_convert(site)
         self.rewritten[key] = dataclasses.replace(rm, parent=found.parent if isinstance(found, Nested) else None)
-        if shape:
-            self.shapes.add(key)
+        self.level[key] = level
         attempt.rewritten.append(rm.qualname)
         return ""
 
@@ -187,10 +179,11 @@ class Guide:
         return None
 
     def _sizes_left(self, site: Site):
-        """The function whose rewritten code ``site`` is in, if its size tests stayed Python: torch stops at
-        one of them, so the size is data (kornia: ``if len(match_dists) == 0`` after a mask)."""
+        """The function whose rewritten code ``site`` is in, if a level of _LEVELS is left for it: torch
+        stops at a size test or a parameter trusted by its annotation (kornia: ``if len(match_dists) == 0``
+        after a mask)."""
         for key, rm in self.rewritten.items():
-            if rm.code_object.co_filename == site.path and key is rm.function and key not in self.shapes:
+            if rm.code_object.co_filename == site.path and key is rm.function and self.level[key] + 1 < len(_LEVELS):
                 return key
         return None
 
@@ -217,6 +210,12 @@ class Guide:
             "export",
         )
 
+
+# how a function torch names is rewritten, each level when torch stops in it again (or the one
+# before changed nothing): tensor conditions; size tests too (a size that is data:
+# ``boxes.numel() == 0`` after a mask); parameters annotated ``int``/``bool`` as possible tensors too
+# (diffusers passes a tensor timestep as ``prev_timestep: int``)
+_LEVELS = [{"shape_conditions": False}, {"shape_conditions": True}, {"shape_conditions": True, "annotations": False}]
 
 _COMPREHENSIONS = ("<listcomp>", "<genexpr>", "<setcomp>", "<dictcomp>")
 

@@ -31,6 +31,7 @@ class Report:
     rewritten: list = field(default_factory=list)
     skipped: list = field(default_factory=list)  # (qualname, reason) a model needed but could not get
     attempts: list = field(default_factory=list)  # guided.Attempt of each export torch made (unbranch.export)
+    hooks: dict = field(default_factory=dict)  # function -> the libcst hooks it was rewritten with
 
     def __iter__(self):
         return iter(self.rewritten)

@@ -9,6 +9,7 @@ import traceback
 
 import torch
 
+from .arguments import HOOKS
 from .discovery import discover
 from .errors import UnbranchError, runtime_failure
 from .failures import GENERATED, kind_of, sites
@@ -45,6 +46,7 @@ def plan(named: list, models: list, strict: bool) -> Report:
             continue
         if rm.changed:
             report.rewritten.append(rm)
+            report.hooks[fn] = {k: hooks[k] for k in HOOKS if k in hooks}
     return report
 
 
@@ -66,11 +68,21 @@ def guided_exports(report: Report):
 
     @functools.wraps(original)
     def export(*args, **kwargs):
-        guide = Guide(attempts=report.attempts)
+        # the context's own rewrites are where the guide starts: torch stopping in one of them
+        # rewrites it again (size tests, annotations), with its hooks
+        own = {rm.function: rm for rm in report.rewritten if rm.parent is None}
+        guide = Guide(attempts=report.attempts, rewritten=dict(own), level=dict.fromkeys(own, 0), hooks=report.hooks)
         try:
             return guide.run(lambda: original(*args, **kwargs))
         finally:
-            report.rewritten += [rm for rm in guide.methods if rm not in report.rewritten]
+            for rm in guide.methods:
+                if rm in report.rewritten:
+                    continue
+                same = [k for k, r in enumerate(report.rewritten) if (r.function, r.parent) == (rm.function, rm.parent)]
+                if same:
+                    report.rewritten[same[0]] = rm
+                else:
+                    report.rewritten.append(rm)
 
     _trace._export = export
     try:

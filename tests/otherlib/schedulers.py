@@ -24,6 +24,12 @@ class Scheduler:
             return sample * alpha
         return sample
 
+    def blend_scaled(self, sample, prev_timestep: int):
+        """``blend`` after a tensor if of its own: the annotated parameter is trusted at the first rewrite."""
+        if sample.mean() > 0:
+            sample = sample * 0.5
+        return self.blend(sample, prev_timestep) if prev_timestep >= 0 else sample - 1
+
     def blend(self, sample, prev_timestep: int):
         """diffusers annotates timesteps ``int`` and passes tensors: the annotation proves nothing."""
         return sample * 2 if prev_timestep >= 0 else sample
