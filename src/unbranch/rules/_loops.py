@@ -96,6 +96,23 @@ def loop_blocker(body) -> str | None:
 _INDEXING_METHODS = frozenset({"select", "narrow"})  # tensor methods taking an index (``_At`` has them)
 
 
+def _at(value: cst.BaseExpression, runtime: str) -> cst.Call:
+    """``_ub.at(value)``."""
+    return cst.Call(cst.Attribute(cst.Name(runtime), cst.Name("at")), [cst.Arg(value)])
+
+
+def _is_at(node, runtime: str) -> bool:
+    """Is ``node`` ``_ub.at(t)`` (as ``_at`` writes it, without ``clamped``)?"""
+    f = node.func if isinstance(node, cst.Call) else None
+    return (
+        isinstance(f, cst.Attribute)
+        and isinstance(f.value, cst.Name)
+        and f.value.value == runtime
+        and f.attr.value == "at"
+        and len(node.args) == 1
+    )
+
+
 class AtSubscripts(Inheriting):
     """``t[i - 1]``, ``t[i, j]`` -> ``_ub.at(t)[...]``: indexing by a loop index (a 0-d tensor under export)."""
 
@@ -120,8 +137,7 @@ class AtSubscripts(Inheriting):
             if self.slices or not isinstance(el.slice, cst.Slice)
         ):
             return updated
-        at = cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name("at")), [cst.Arg(updated.value)])
-        return updated.with_changes(value=at)
+        return updated.with_changes(value=_at(updated.value, self.runtime))
 
     def leave_BooleanOperation(self, original, updated):
         """``a and x[i]``: a traced condition reads the right operand even where Python would not."""
@@ -135,8 +151,7 @@ class AtSubscripts(Inheriting):
             and not self._is_at(f.value)
             and any(expr_reads(a.value) & self.indices for a in updated.args)
         ):  # ``x.select(0, i)``, ``x.narrow(0, i, 2)``: the index is a 0-d tensor there too
-            at = cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name("at")), [cst.Arg(f.value)])
-            return updated.with_changes(func=f.with_changes(value=at))
+            return updated.with_changes(func=f.with_changes(value=_at(f.value, self.runtime)))
         if self._is_at(updated) or not (
             isinstance(f, cst.Attribute) and f.attr.value in ("and_", "or_") and len(updated.args) == 2
         ):
@@ -166,22 +181,8 @@ class _Clamped(cst.CSTTransformer):
         self.runtime = runtime
 
     def leave_Call(self, original, updated):
-        f = updated.func
-        if (
-            isinstance(f, cst.Attribute)
-            and isinstance(f.value, cst.Name)
-            and f.value.value == self.runtime
-            and f.attr.value == "at"
-            and len(updated.args) == 1
-        ):
-            clamped = cst.Arg(
-                cst.Name("True"),
-                keyword=cst.Name("clamped"),
-                equal=cst.AssignEqual(
-                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-                ),
-            )
-            return updated.with_changes(args=[*updated.args, clamped])
+        if _is_at(updated, self.runtime):
+            return updated.with_changes(args=[*updated.args, keyword("clamped", cst.Name("True"))])
         return updated
 
 
@@ -192,16 +193,7 @@ class _Unwrapped(cst.CSTTransformer):
         self.runtime = runtime
 
     def leave_Call(self, original, updated):
-        f = updated.func
-        if (
-            isinstance(f, cst.Attribute)
-            and isinstance(f.value, cst.Name)
-            and f.value.value == self.runtime
-            and f.attr.value == "at"
-            and len(updated.args) == 1
-        ):
-            return updated.args[0].value
-        return updated
+        return updated.args[0].value if _is_at(updated, self.runtime) else updated
 
 
 def as_written(body, runtime: str) -> list:
