@@ -93,6 +93,17 @@ class ClosureAfterLoop(torch.nn.Module):
         return scaled(x)
 
 
+class LookAhead(torch.nn.Module):
+    """``i + 1 < n and x[i + 1] …``: traced, the right operand is read at the last step too."""
+
+    def forward(self, x):
+        acc = torch.zeros(x.shape[1])
+        for i in range(x.shape[0]):
+            if i + 1 < x.shape[0] and x[i + 1].sum() > 0:
+                acc = acc + x[i]
+        return acc
+
+
 class ReturnUnderNoGrad(torch.nn.Module):
     def forward(self, x):
         with torch.no_grad():
@@ -109,6 +120,7 @@ CONVERTED = {
     WhileChanged: [_rows(1, 2, 3) * 2, _rows(0, 0.5), _rows(30, 1, 1, 1)],
     ClosureAfterLoop: [torch.randn(3, 4), torch.randn(8, 4)],
     ReturnUnderNoGrad: [_rows(1, 2, 3), _rows(-1, -2)],
+    LookAhead: [_rows(1, -2, 3, 4), _rows(-1, 2), _rows(5), _rows(1, 1, -1, 1, -1, 1)],
 }
 
 

@@ -124,12 +124,13 @@ class AtSubscripts(Inheriting):
         # a lambda runs in the step too (a conditional expression's sides): unless it rebinds an index
         return not (self.indices & {p.name.value for p in node.params.params})
 
-    def _is_at(self, value) -> bool:
+    def _runtime_call(self, value) -> bool:
+        """``_ub.anything(...)``: made by unbranch, already indexing as it must."""
         f = value.func if isinstance(value, cst.Call) else None
         return isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == self.runtime
 
     def leave_Subscript(self, original, updated):
-        if self._is_at(updated.value):
+        if self._runtime_call(updated.value):
             return updated
         if not any(
             expr_reads(el.slice) & self.indices
@@ -148,15 +149,12 @@ class AtSubscripts(Inheriting):
         if (
             isinstance(f, cst.Attribute)
             and f.attr.value in _INDEXING_METHODS
-            and not self._is_at(f.value)
+            and not self._runtime_call(f.value)
             and any(expr_reads(a.value) & self.indices for a in updated.args)
         ):  # ``x.select(0, i)``, ``x.narrow(0, i, 2)``: the index is a 0-d tensor there too
             return updated.with_changes(func=f.with_changes(value=_at(f.value, self.runtime)))
-        if self._is_at(updated) or not (
-            isinstance(f, cst.Attribute) and f.attr.value in ("and_", "or_") and len(updated.args) == 2
-        ):
-            return updated
-        if not (isinstance(f.value, cst.Name) and f.value.value == self.runtime):
+        # ``_ub.and_(a, lambda: x[i + 1] ...)`` (boolean_ops ran first): clamp the right operand's reads
+        if not (self._runtime_call(updated) and f.attr.value in ("and_", "or_") and len(updated.args) == 2):
             return updated
         right = updated.args[1].with_changes(value=updated.args[1].value.visit(_Clamped(self.runtime)))
         return updated.with_changes(args=[updated.args[0], right])
