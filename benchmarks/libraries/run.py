@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import re
 import sys
@@ -26,7 +25,7 @@ from . import tv_ops
 
 tv_ops.install()  # before anything imports torchvision (timm does)
 
-from unbranch.hf.sweep import progress_line  # noqa: E402
+from unbranch.hf.sweep import progress_line, run_forked  # noqa: E402
 from unbranch.hf.validate import OUTCOMES, error_line  # noqa: E402
 
 from .harness import Entry, LibResult, validate  # noqa: E402
@@ -86,40 +85,16 @@ def sweep(
     level_limit: float | None = None,
 ) -> None:
     paths = {e.name: result_path(directory, e, strict) for e in chosen}
-    pending = [e for e in chosen if not os.path.exists(paths[e.name])]
-    ctx = multiprocessing.get_context("fork")
-    running: dict[str, tuple] = {}
-    done, todo = 0, len(pending)
-    try:
-        while pending or running:
-            while pending and len(running) < jobs:
-                entry = pending.pop(0)
-                proc = ctx.Process(target=_child, args=(entry, strict, paths[entry.name], level_limit), daemon=True)
-                proc.start()
-                running[entry.name] = (entry, proc, time.monotonic())
-            time.sleep(0.2)
-            for name, (entry, proc, started) in list(running.items()):
-                elapsed = time.monotonic() - started
-                if proc.is_alive() and elapsed < timeout:
-                    continue
-                if proc.is_alive():
-                    proc.kill()
-                    why = f"TimeoutError: no result within {timeout:.0f}s"
-                else:
-                    why = f"crashed (exit code {proc.exitcode})"
-                proc.join()
-                if not os.path.exists(paths[name]):
-                    res = LibResult(name, "float32", strict=strict, source=entry.library, library=entry.library)
-                    res.mode, res.plain, res.seconds = entry.mode, why, elapsed
-                    save(res, paths[name])
-                del running[name]
-                done += 1
-                if progress:
-                    progress(done, todo, load(paths[name]))
-    except KeyboardInterrupt:
-        for _, proc, _ in running.values():
-            proc.kill()
-            proc.join()
+    entries = {e.name: e for e in chosen}
+
+    def lost(name: str, why: str, elapsed: float) -> None:
+        entry = entries[name]
+        res = LibResult(name, "float32", strict=strict, source=entry.library, library=entry.library)
+        res.mode, res.plain, res.seconds = entry.mode, why, elapsed
+        save(res, paths[name])
+
+    tasks = {e.name: (_child, (e, strict, paths[e.name], level_limit)) for e in chosen}
+    run_forked(tasks, paths, jobs, timeout, lost, progress)
 
 
 def main(argv=None) -> int:

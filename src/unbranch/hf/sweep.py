@@ -79,6 +79,49 @@ def _child(name: str, dtype: str, strict: bool, path: str) -> None:
     _save(res, path)
 
 
+def run_forked(tasks: dict, paths: dict, jobs: int, timeout: float, lost, progress=None) -> None:
+    """Run each task ``name -> (target, args)`` whose result file ``paths[name]`` is not there yet in a
+    forked process of its own, ``jobs`` at a time, killed after ``timeout`` seconds.
+
+    ``lost(name, why, seconds)`` saves a result for a child that left none (timed out, crashed);
+    ``progress(done, todo, result)`` is called as each finishes. Interrupted (Ctrl-C), it stops
+    there: what finished is kept, and a re-run goes on from there.
+    """
+    pending = [n for n in tasks if not os.path.exists(paths[n])]
+    ctx = multiprocessing.get_context("fork")
+    running: dict[str, tuple] = {}
+    done, todo = 0, len(pending)
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                name = pending.pop(0)
+                target, args = tasks[name]
+                proc = ctx.Process(target=target, args=args, daemon=True)
+                proc.start()
+                running[name] = (proc, time.monotonic())
+            time.sleep(0.2)
+            for name, (proc, started) in list(running.items()):
+                elapsed = time.monotonic() - started
+                if proc.is_alive() and elapsed < timeout:
+                    continue
+                if proc.is_alive():
+                    proc.kill()
+                    why = f"TimeoutError: no result within {timeout:.0f}s"
+                else:
+                    why = f"crashed (exit code {proc.exitcode})"
+                proc.join()
+                if not os.path.exists(paths[name]):
+                    lost(name, why, elapsed)
+                del running[name]
+                done += 1
+                if progress:
+                    progress(done, todo, load(paths[name]))
+    except KeyboardInterrupt:
+        for proc, _ in running.values():
+            proc.kill()
+            proc.join()
+
+
 def sweep(
     names: list[str],
     directory: str,
@@ -96,38 +139,14 @@ def sweep(
     """
     os.makedirs(directory, exist_ok=True)
     paths = {n: result_path(directory, n, dtype, strict) for n in names}
-    pending = [n for n in names if not os.path.exists(paths[n])]
-    ctx = multiprocessing.get_context("fork")
-    running: dict[str, tuple] = {}
-    done, todo = 0, len(pending)
-    try:
-        while pending or running:
-            while pending and len(running) < jobs:
-                name = pending.pop(0)
-                proc = ctx.Process(target=_child, args=(name, dtype, strict, paths[name]), daemon=True)
-                proc.start()
-                running[name] = (proc, time.monotonic())
-            time.sleep(0.2)
-            for name, (proc, started) in list(running.items()):
-                elapsed = time.monotonic() - started
-                if proc.is_alive() and elapsed < timeout:
-                    continue
-                if proc.is_alive():
-                    proc.kill()
-                    why = f"TimeoutError: no result within {timeout:.0f}s"
-                else:
-                    why = f"crashed (exit code {proc.exitcode})"
-                proc.join()
-                if not os.path.exists(paths[name]):
-                    _save(Result(name, dtype, strict=strict, plain=why, seconds=elapsed), paths[name])
-                del running[name]
-                done += 1
-                if progress:
-                    progress(done, todo, load(paths[name]))
-    except KeyboardInterrupt:  # stop here: what finished is kept, and reported
-        for proc, _ in running.values():
-            proc.kill()
-            proc.join()
+    run_forked(
+        {n: (_child, (n, dtype, strict, paths[n])) for n in names},
+        paths,
+        jobs,
+        timeout,
+        lambda n, why, elapsed: _save(Result(n, dtype, strict=strict, plain=why, seconds=elapsed), paths[n]),
+        progress,
+    )
     return [load(paths[n]) for n in names if os.path.exists(paths[n])]
 
 
