@@ -635,6 +635,7 @@ class _JumpWriter(_Writer):
         super().__init__(*args, **kwargs)
         self.loops = 0  # loops around the statement being drawn
         self.counters = 0
+        self.flags: list[tuple[str, bool]] = []  # (name, counts?): `hit0 = False`, `hits0 = 0`, set by jumps
 
     def block(self, names, depth) -> tuple[list[str], set | None]:
         names, lines = set(names), []
@@ -675,12 +676,23 @@ class _JumpWriter(_Writer):
             first = [f"{counter} = {counter} + 1"]  # `+= 1` on an int carry: see the report (runtime/loops)
         else:
             first = []
+        flag, after = None, []
+        if self.draw(st.integers(0, 2)) == 0:  # a Python flag or counter set before a jump, read after
+            counting = self.draw(st.booleans())
+            flag = f"{'hits' if counting else 'hit'}{self.counters}"
+            self.counters += 1
+            head.append(f"{flag} = {0 if counting else False}")
+            after = [f"x = x * ({flag} + 1)"] if counting else [f"if {flag}:", "    x = x + 1.0"]
+            self.flags.append((flag, counting))
         self.loops += 1
         try:
             body, _ = self.block(names, depth + 1)  # the names after a loop: those before it
         finally:
             self.loops -= 1
-        return [*head, header, *_indent([*first, *body])]
+            if flag is not None:
+                self.flags.pop()
+        orelse = ["else:", "    x = x * 0.5"] if self.draw(st.integers(0, 3)) == 0 else []
+        return [*head, header, *_indent([*first, *body]), *orelse, *after]
 
     def jump(self, names, depth) -> list[str]:
         self.budget -= 1
@@ -690,6 +702,9 @@ class _JumpWriter(_Writer):
         if self.draw(st.booleans()):
             target = self.choose(sorted(set(LOCALS) | names))
             before = [f"{target} = {self.expr(names, fresh=True)[0]}"]
+        if self.flags and self.draw(st.booleans()):
+            flag, counting = self.choose(self.flags)
+            before.append(f"{flag} += 1" if counting else f"{flag} = True")
         return [f"if {self.predicate(names)}:", *_indent([*before, stmt])]
 
 

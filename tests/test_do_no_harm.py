@@ -161,3 +161,30 @@ def test_a_size_test_over_code_left_as_python_specialises_as_the_plain_export_do
     assert any("size condition over code left as Python" in why for _, _, why in report.left)
     for n in (4, 9):
         assert_same(ep.module()(torch.ones(n, 3)), SizeOverLeftCode()(torch.ones(n, 3)))
+
+
+class ScaleBySizeAndData(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] < 4 and x.sum() > 0:  # the example (4 rows) never evaluates the data test
+            scale = 2.5  # a Python float: no cond can give it
+        else:
+            scale = 1.0
+        return x * scale
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_the_plain_program_when_only_the_rewritten_code_fails_to_export(strict):
+    """An export that works without unbranch works the same inside a context that names the code."""
+    x, dynamic = torch.randn(4, 3), ({0: torch.export.Dim.DYNAMIC},)
+    code = ScaleBySizeAndData.forward.__code__
+    plain = torch.export.export(ScaleBySizeAndData(), (x,), dynamic_shapes=dynamic, strict=strict)
+    with pytest.warns(UserWarning, match="plain export works") as caught:
+        with unbranch.torch_export_rewrite(rewrite=[ScaleBySizeAndData.forward]) as report:
+            ep = torch.export.export(ScaleBySizeAndData(), (x,), dynamic_shapes=dynamic, strict=strict)
+    assert caught[0].filename == __file__  # the warning names the user's export call
+    assert "produces a Python value" in report.fallback and "plain program was returned" in str(report)
+    assert str(ep.graph) == str(plain.graph)
+    assert ep.range_constraints.keys() == plain.range_constraints.keys()
+    for n in (4, 9):
+        assert_same(ep.module()(torch.ones(n, 3)), ScaleBySizeAndData()(torch.ones(n, 3)))
+    assert ScaleBySizeAndData.forward.__code__ is code  # and the original is back

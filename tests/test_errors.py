@@ -31,9 +31,12 @@ def test_variable_set_in_one_branch_only():
     assert err.construct == "if" and "'y' is set only in the if-branch" in str(err)
 
 
+STEPS = (0, 1, 2)  # (a global: for all the compiler knows, a generator)
+
+
 class BreakInBranch(torch.nn.Module):
     def forward(self, x):
-        for _ in (0, 1, 2):  # an iterable that is not range: a break there stays Python
+        for _ in STEPS:  # an iterable the loop may not advance past the break: it stays Python
             if x.sum() > 0:
                 break
             x = x + 1
@@ -47,7 +50,7 @@ def test_break_leaving_a_tensor_branch_is_refused():
 
 class FlagBreak(torch.nn.Module):
     def forward(self, x, stop):
-        for _ in (0, 1, 2):
+        for _ in STEPS:
             if stop:
                 break
             x = x + 1
@@ -172,20 +175,20 @@ def test_model_rewrite_is_best_effort():
             pass
 
 
-class FlagInBranch(torch.nn.Module):
+class FloatInBranch(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:
-            y, clipped = x.clamp(max=1), True
+            y, scale = x.clamp(max=1), 0.5
         else:
-            y, clipped = x, False
-        return y, clipped
+            y, scale = x, 1.0
+        return y * scale
 
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_python_value_from_a_tensor_branch_is_a_clear_error(strict):
-    # known from the source (a bool is bound in a branch): refused before torch.cond is traced
+    # known from the source (a float is bound in a branch): refused before torch.cond is traced
     with pytest.raises(Exception, match="produces a Python value") as info:
-        export_rewritten(FlagInBranch(), (torch.randn(2, 3),), strict=strict)
+        export_rewritten(FloatInBranch(), (torch.randn(2, 3),), strict=strict)
     if not strict:
         assert isinstance(info.value, UnbranchError) and "test_errors.py:" in str(info.value)
 

@@ -82,7 +82,7 @@ def test_checks_through_bool_and_a_helper(strict):
     for bad, raised in [(_rows(4, 1000), "too far"), (torch.full((3, 4), -60.0), "below -50")]:
         with pytest.raises(ValueError, match=raised):
             model(bad)
-        with pytest.raises(Exception, match=raised if not strict else ""):
+        with pytest.raises(Exception, match=raised):  # (under strict export, the message's source text)
             ep.module()(bad)
 
 
@@ -399,3 +399,63 @@ def test_failing_block_computing_its_message(strict):
         unbranch.transform_method(BoxCheck.forward).func(model, bad)  # eagerly, the original message
     with pytest.raises(RuntimeError, match="boxes need a positive height and width"):
         ep.module()(bad)
+
+
+class FlagSetOnOneSide(torch.nn.Module):
+    """A Python bool and a Python int set under tensor conditions, tested and used later."""
+
+    def forward(self, x):
+        clipped, hits = False, 0
+        if x.abs().max() > 10:
+            x = x.clamp(-10, 10)
+            clipped = True
+        if x.sum() > 0:
+            hits += 1
+        if clipped:
+            x = x / 10
+        return x * (hits + 1)
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_python_flags_set_under_a_tensor_condition(strict):
+    model = FlagSetOnOneSide()
+    cases = [(_rows(3, 100),), (_rows(5),), (-_rows(2, 100),), (-_rows(6),)]  # clipped or not, sum > 0 or not
+    ep = _exports(model, strict, cases)
+    assert count_conds(ep) == 3
+
+
+def _flags(x):
+    clipped, hits = False, 0
+    if x.abs().max() > 10:
+        clipped = True
+    if x.sum() > 0:
+        hits += 1
+    return clipped, hits
+
+
+def test_python_flags_stay_python_values_eagerly():
+    rm = unbranch.transform_method(_flags)
+    assert rm.code.count("literals=(0,)") == 2  # both ifs give their flag as a tensor under export
+    for x in (_rows(3, 100), _rows(5), -_rows(2, 100), -_rows(6)):
+        clipped, hits = rm.func(x)
+        assert (clipped, hits) == _flags(x) and type(clipped) is bool and type(hits) is int
+
+
+class TernaryChangingInPlace(torch.nn.Module):
+    """Both sides change ``y`` in place and give it back: ``z`` is ``y`` itself."""
+
+    def forward(self, x):
+        y = x.clone()
+        z = y.add_(1) if x.sum() > 0 else y.mul_(2)
+        return z + y, y
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_conditional_expression_changing_a_tensor_in_place(strict):
+    model = TernaryChangingInPlace()
+    ep = _exports(model, strict, [(_rows(3),), (-_rows(5),), (_rows(6, 2),)])
+    assert count_conds(ep) == 1
+    x = -_rows(4)
+    with unbranch.torch_export_rewrite(rewrite=[TernaryChangingInPlace.forward]):
+        total, y = model(x)  # eagerly `z` is still `y` itself: z + y is 2 * y
+    assert_same(total, 2 * y)

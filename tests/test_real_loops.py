@@ -112,28 +112,6 @@ class ReturnUnderNoGrad(torch.nn.Module):
         return x - 1
 
 
-CONVERTED = {
-    WhileIndex: [_rows(1, 0.5, 3, 1), _rows(0.1, 0.2), _rows(5, 1, 1, 1, 1, 1), _rows(1, 1, 1, 1, 1, 1, 1)],
-    TernaryInLoop: [_rows(1, -1, 2), _rows(-3, -1), _rows(4, 4, 4, 4, -4)],
-    SelectNarrow: [torch.randn(3, 4), torch.randn(6, 4), torch.randn(1, 4)],
-    DictInLoop: [torch.randn(3, 4), torch.randn(7, 4)],
-    WhileChanged: [_rows(1, 2, 3) * 2, _rows(0, 0.5), _rows(30, 1, 1, 1)],
-    ClosureAfterLoop: [torch.randn(3, 4), torch.randn(8, 4)],
-    ReturnUnderNoGrad: [_rows(1, 2, 3), _rows(-1, -2)],
-    LookAhead: [_rows(1, -2, 3, 4), _rows(-1, 2), _rows(5), _rows(1, 1, -1, 1, -1, 1)],
-}
-
-
-@pytest.mark.parametrize("strict", MODES)
-@pytest.mark.parametrize("make", list(CONVERTED), ids=lambda c: c.__name__)
-def test_loop_exports_and_matches(make, strict):
-    model = make()
-    inputs = CONVERTED[make]
-    ep = unbranch.export(model, (inputs[0],), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
-    for x in inputs:
-        assert_same(ep.module()(x.clone()), model(x.clone()))
-
-
 class ForElse(torch.nn.Module):
     def forward(self, x):
         acc = torch.zeros(x.shape[1])
@@ -146,7 +124,22 @@ class ForElse(torch.nn.Module):
         return acc
 
 
+class WhileElse(torch.nn.Module):
+    def forward(self, x):
+        acc, t = torch.zeros(x.shape[1]), 0
+        while t < x.shape[0]:
+            if x[t].sum() > 3:
+                break
+            acc = acc + x[t]
+            t += 1
+        else:
+            acc = acc * 2
+        return acc
+
+
 class FlagAfterBreak(torch.nn.Module):
+    """A Python bool set before a tensor ``break``, read after the loop."""
+
     def forward(self, x):
         found = False
         acc = torch.zeros(x.shape[1])
@@ -158,10 +151,29 @@ class FlagAfterBreak(torch.nn.Module):
         return acc * 2 if found else acc
 
 
+class CountAbove(torch.nn.Module):
+    """A Python int counter stepped under a tensor condition."""
+
+    def forward(self, x):
+        count = 0
+        for t in range(x.shape[0]):
+            if x[t].sum() > 3:
+                count += 1
+        if count > 1:
+            x = x - 1
+        return x * count
+
+
 class ReturnInModuleList(torch.nn.Module):
+    """Each layer doubles ``x``: rows of 6, 3 and 1.5 return after layer 1, 2 and 3; rows of 1 never."""
+
     def __init__(self):
         super().__init__()
         self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+        with torch.no_grad():
+            for layer in self.layers:
+                layer.weight.copy_(2 * torch.eye(4))
+                layer.bias.zero_()
 
     def forward(self, x):
         for layer in self.layers:
@@ -171,22 +183,66 @@ class ReturnInModuleList(torch.nn.Module):
         return x * 2
 
 
-# still refused (issue 20 asks for flags that would express them): the line and the reason
+CONVERTED = {
+    WhileIndex: [_rows(1, 0.5, 3, 1), _rows(0.1, 0.2), _rows(5, 1, 1, 1, 1, 1), _rows(1, 1, 1, 1, 1, 1, 1)],
+    TernaryInLoop: [_rows(1, -1, 2), _rows(-3, -1), _rows(4, 4, 4, 4, -4)],
+    SelectNarrow: [torch.randn(3, 4), torch.randn(6, 4), torch.randn(1, 4)],
+    DictInLoop: [torch.randn(3, 4), torch.randn(7, 4)],
+    WhileChanged: [_rows(1, 2, 3) * 2, _rows(0, 0.5), _rows(30, 1, 1, 1)],
+    ClosureAfterLoop: [torch.randn(3, 4), torch.randn(8, 4)],
+    ReturnUnderNoGrad: [_rows(1, 2, 3), _rows(-1, -2)],
+    LookAhead: [_rows(1, -2, 3, 4), _rows(-1, 2), _rows(5), _rows(1, 1, -1, 1, -1, 1)],
+    ForElse: [_rows(1, 1, 5, 1), _rows(1, 1), _rows(5), _rows(1, 1, 1, 1, 1, 1)],
+    WhileElse: [_rows(1, 1, 5, 1), _rows(1, 1), _rows(5), _rows(1, 1, 1, 1, 1, 1)],
+    FlagAfterBreak: [_rows(1, 1, 5, 1), _rows(1, 1), _rows(5), _rows(1, 1, 1, 1, 1, 1)],
+    CountAbove: [_rows(1, 5, 5, 1), _rows(1, 1), _rows(5), _rows(9, 1, 1, 1, 1, 1)],
+    ReturnInModuleList: [_rows(24, 4, 4), _rows(12, 12), _rows(6), _rows(4, 4, 4, 4, 4)],
+}
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize("make", list(CONVERTED), ids=lambda c: c.__name__)
+def test_loop_exports_and_matches(make, strict):
+    model = make()
+    inputs = CONVERTED[make]
+    ep = unbranch.export(model, (inputs[0],), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+    expected = [model(x.clone()) for x in inputs]
+    for x, want in zip(inputs, expected):
+        assert_same(ep.module()(x.clone()), want)
+    with unbranch.torch_export_rewrite(rewrite=[make.forward]):  # the rewritten code, eagerly
+        for x, want in zip(inputs, expected):
+            assert_same(model(x.clone()), want)
+
+
+# still refused: the line and the reason
+class BreakOverAnIterable(torch.nn.Module):
+    def forward(self, x, rows):
+        for row in rows:  # any iterable (a generator must not be advanced after the break)
+            if row.sum() > 3:
+                break
+            x = x + row
+        return x
+
+
+# model -> (example, dynamic shapes, the line named, the reason)
 REFUSED = {
-    ForElse: ("if x[t].sum() > 3", "break/continue leaving the branch"),
-    FlagAfterBreak: ("for t in range", "produces a Python value"),  # (the loop, lowered to flags, is named)
-    ReturnInModuleList: ("if x.abs().max() > 10", "a return on some paths of the if only"),
+    BreakOverAnIterable: (
+        (torch.zeros(4), _rows(1, 1, 5, 1)),
+        (None, {0: Dim.DYNAMIC}),
+        "if row.sum() > 3",
+        "break/continue leaving the branch",
+    ),
 }
 
 
 @pytest.mark.parametrize("strict", MODES)
 @pytest.mark.parametrize("make", list(REFUSED), ids=lambda c: c.__name__)
 def test_loop_refused_with_line_and_reason(make, strict):
-    text, reason = REFUSED[make]
+    example, shapes, text, reason = REFUSED[make]
     lines, first = inspect.getsourcelines(make.forward)
     line = first + next(k for k, src in enumerate(lines) if text in src)
     with pytest.raises(unbranch.UnbranchError, match=reason) as info:
-        unbranch.export(make(), (_rows(1, 1, 5, 1),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+        unbranch.export(make(), example, dynamic_shapes=shapes, strict=strict)
     assert (info.value.path, info.value.line) == (__file__, line)
 
 

@@ -32,6 +32,7 @@ class Report:
     skipped: list = field(default_factory=list)  # (qualname, reason) a model needed but could not get
     attempts: list = field(default_factory=list)  # guided.Attempt of each export torch made (unbranch.export)
     hooks: dict = field(default_factory=dict)  # function -> the libcst hooks it was rewritten with
+    fallback: str = ""  # why the export of the rewritten code failed, when the plain program was returned
 
     def __iter__(self):
         return iter(self.rewritten)
@@ -77,6 +78,8 @@ class Report:
             outcome = f"stopped: {attempt.error}" if attempt.error else "exported"
             lines.append(f"  export {n}: {outcome}")
             lines += [f"    at {s.where} in {s.name}(): {attempt.why.get(s.where, 'rewritten')}" for s in attempt.sites]
+        if self.fallback:
+            lines.append(f"  the plain program was returned; the export of rewritten code failed: {self.fallback}")
         return "\n".join(lines)
 
 

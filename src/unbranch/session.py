@@ -6,9 +6,11 @@ import contextlib
 import functools
 import os
 import traceback
+import warnings
 
 import torch
 
+from ._quiet import quiet
 from .arguments import HOOKS
 from .discovery import discover
 from .errors import UnbranchError, runtime_failure
@@ -20,7 +22,7 @@ from .runtime import _tracing
 from .runtime import loops as _loops
 from .runtime.control_flow import torch_limit
 from .source import innermost_function
-from .swap import swapped_in
+from .swap import swapped_in, swapped_out
 
 
 def plan(named: list, models: list, strict: bool) -> Report:
@@ -51,11 +53,15 @@ def plan(named: list, models: list, strict: bool) -> Report:
 
 
 @contextlib.contextmanager
-def guided_exports(report: Report):
-    """While open, an export that stops at control flow on data rewrites what torch names and retries.
+def watched_exports(report: Report, guided: bool):
+    """While open, every ``torch.export.export`` call is watched: in model mode (``guided``) an
+    export that stops at control flow on data rewrites what torch names and retries; and an
+    export of rewritten code that fails where the plain export works returns the plain program
+    (an export that works without unbranch works the same with it), with a warning and the
+    reason in ``report.fallback``.
 
     Every ``torch.export.export`` call goes through ``torch.export._trace._export``, looked up
-    when called: replacing it for the ``with`` block guides the user's own export call, however
+    when called: replacing it for the ``with`` block watches the user's own export call, however
     they imported it. What is rewritten this way is swapped in only during that export.
     """
     try:
@@ -68,27 +74,51 @@ def guided_exports(report: Report):
 
     @functools.wraps(original)
     def export(*args, **kwargs):
-        # the context's own rewrites are where the guide starts: torch stopping in one of them
-        # rewrites it again (size tests, annotations), with its hooks
-        own = {rm.function: rm for rm in report.rewritten if rm.parent is None}
-        guide = Guide(attempts=report.attempts, rewritten=dict(own), level=dict.fromkeys(own, 0), hooks=report.hooks)
         try:
-            return guide.run(lambda: original(*args, **kwargs))
-        finally:
-            for rm in guide.methods:
-                if rm in report.rewritten:
-                    continue
-                same = [k for k, r in enumerate(report.rewritten) if (r.function, r.parent) == (rm.function, rm.parent)]
-                if same:
-                    report.rewritten[same[0]] = rm
-                else:
-                    report.rewritten.append(rm)
+            return _guided(report, lambda: original(*args, **kwargs)) if guided else original(*args, **kwargs)
+        except Exception as e:
+            if not report.rewritten:
+                raise
+            failure = e
+        with swapped_out(), quiet(warnings_too=False) as log:
+            try:
+                ep = original(*args, **kwargs)
+            except Exception:
+                ep = None
+        if ep is None:
+            raise failure  # (outside the handler: its causes stay those of the rewritten code's export)
+        log.replay()  # what torch printed while exporting the program returned
+        report.fallback = str(_explained(failure, report)).splitlines()[0].removeprefix(_FAILED)
+        warnings.warn(
+            f"unbranch: the plain export works and its program is returned; {_FAILED}{report.fallback}",
+            stacklevel=3,  # the user's torch.export.export call
+        )
+        return ep
 
     _trace._export = export
     try:
         yield
     finally:
         _trace._export = original
+
+
+def _guided(report: Report, call):
+    """``call()`` (one export) guided by torch's failures, starting from the context's own rewrites."""
+    # the context's own rewrites are where the guide starts: torch stopping in one of them
+    # rewrites it again (size tests, annotations), with its hooks
+    own = {rm.function: rm for rm in report.rewritten if rm.parent is None}
+    guide = Guide(attempts=report.attempts, rewritten=dict(own), level=dict.fromkeys(own, 0), hooks=report.hooks)
+    try:
+        return guide.run(call)
+    finally:
+        for rm in guide.methods:
+            if rm in report.rewritten:
+                continue
+            same = [k for k, r in enumerate(report.rewritten) if (r.function, r.parent) == (rm.function, rm.parent)]
+            if same:
+                report.rewritten[same[0]] = rm
+            else:
+                report.rewritten.append(rm)
 
 
 @contextlib.contextmanager
@@ -106,7 +136,7 @@ def session(named, models, dump_rewriting, verbose, strict, lower_under_compile,
         _tracing.LOWER_UNDER_COMPILE = compiling or lower_under_compile
         if loops and loops.get("target") is not None:
             _loops.TARGET, _loops.MAX_ITERATIONS = loops["target"], loops.get("max_loop_iterations")
-        with swapped_in(report.rewritten), guided_exports(report) if models else contextlib.nullcontext():
+        with swapped_in(report.rewritten), watched_exports(report, guided=bool(models)):
             try:
                 yield report
             except Exception as e:
@@ -117,6 +147,9 @@ def session(named, models, dump_rewriting, verbose, strict, lower_under_compile,
     finally:
         _tracing.LOWER_UNDER_COMPILE = compiling
         _loops.TARGET, _loops.MAX_ITERATIONS = saved
+
+
+_FAILED = "the export of rewritten code failed: "
 
 
 def _in_export(e: BaseException) -> bool:
@@ -137,7 +170,7 @@ def _explained(e: Exception, report: Report) -> Exception:
     found = sites(e) if kind_of(e) else []
     if not found:
         limit = torch_limit(e) if report.rewritten and _in_export(e) else None
-        return UnbranchError(f"the export of rewritten code failed: {limit}", construct="export") if limit else e
+        return UnbranchError(f"{_FAILED}{limit}", construct="export") if limit else e
     site = found[0]
     if site.path.startswith(GENERATED):  # rewritten code, where a construct was left as Python
         why = why_left(report.rewritten, site)

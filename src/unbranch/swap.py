@@ -6,7 +6,7 @@ import contextlib
 import types
 
 from . import loader
-from .runtime._tracing import checks_kept
+from .runtime._tracing import as_torch_has_it, checks_kept
 
 # functions whose __code__ is swapped right now -> their original code object
 _ORIGINAL_CODE: dict[types.FunctionType, types.CodeType] = {}
@@ -50,6 +50,20 @@ def swapped_in(rewritten):
                 _ANCHORS.discard(anchor)
             if code is _ORIGINAL_CODE.get(fn):
                 del _ORIGINAL_CODE[fn]
+
+
+@contextlib.contextmanager
+def swapped_out():
+    """Run the body with every swapped function's original code back: the program as if unbranch were not there."""
+    current = {fn: fn.__code__ for fn in _ORIGINAL_CODE}
+    try:
+        for fn in current:
+            fn.__code__ = _ORIGINAL_CODE[fn]
+        with as_torch_has_it():
+            yield
+    finally:
+        for fn, code in current.items():
+            fn.__code__ = code
 
 
 try:  # frames non-strict export keeps in a node's stack_trace, besides ``forward`` (torch.fx private)

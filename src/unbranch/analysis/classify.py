@@ -278,14 +278,33 @@ def _static_annotation(a) -> bool:
     return False
 
 
-def _own_nodes(fn: ast.FunctionDef):
-    """Every node of ``fn``'s body, not looking into nested functions, lambdas or classes."""
+def own_nodes(fn: ast.FunctionDef):
+    """Every node of ``fn``'s body (a function's or a loop's), not looking into nested functions, lambdas or classes."""
     stack = list(reversed(fn.body))
     while stack:
         node = stack.pop()
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _literal_kind(value: ast.expr) -> str:
+    """ "bool" or "int" for a constant of that type (``-1`` too), else "other"."""
+    negated = isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub)
+    if negated:
+        value = value.operand
+    if isinstance(value, ast.Constant) and type(value.value) in (bool, int):
+        kind = type(value.value).__name__
+        return "other" if negated and kind == "bool" else kind
+    return "other"
+
+
+def _pairwise(node: ast.Assign) -> bool:
+    """``a, b = 1, 2``: one target, a tuple of names as long as the tuple it is given."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Tuple) or not isinstance(node.value, ast.Tuple):
+        return False
+    names, values = node.targets[0].elts, node.value.elts
+    return len(names) == len(values) and all(isinstance(n, ast.Name) for n in names)
 
 
 class Classifier:
@@ -300,6 +319,7 @@ class Classifier:
         self.shape_names: set[str] = set()
         self.params: set[str] = set()
         self.tensor_attributes: frozenset = frozenset()  # ``self.<name>`` known to hold tensors (discovery)
+        self.literal_flags: set[str] = set()  # bool/int flags set under a tensor condition (_literal_flags)
         self._memo: dict[str, str] = {}
 
     @classmethod
@@ -334,7 +354,7 @@ class Classifier:
     def _infer_assigned(self, fn: ast.FunctionDef) -> None:
         """Names whose every assignment is TENSOR (resp. SHAPE, STATIC) take that kind."""
         kinds: dict[str, list[str]] = {}
-        for node in _own_nodes(fn):
+        for node in own_nodes(fn):
             if isinstance(node, ast.Assign):
                 k = self.kind(node.value)
                 for t in node.targets:
@@ -356,6 +376,54 @@ class Classifier:
                 self.shape_names.add(name)
             elif all(k == STATIC for k in ks):
                 self.static_names.add(name)
+        self.literal_flags = self._literal_flags(fn)
+        self.static_names -= self.literal_flags
+
+    def _literal_flags(self, fn: ast.FunctionDef) -> set[str]:
+        """Names that only ever take bool constants (or int constants and ``+= 1``), one of them
+        under a tensor condition: ``found = True`` before a tensor ``break``. Under export such a
+        flag is set by a cond or carried by a loop, so it must be a tensor on every path
+        (``_ub.literal``); it is no longer plainly Python."""
+        taken: dict[str, set[str]] = {}
+        decided: set[str] = set()
+        handled: set[int] = set()
+        for node, deciding in self._decided(fn):
+            if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+                pairs = [(t, _literal_kind(node.value)) for t in node.targets]
+            elif isinstance(node, ast.Assign) and _pairwise(node):  # clipped, hits = False, 0
+                pairs = [(t, _literal_kind(v)) for t, v in zip(node.targets[0].elts, node.value.elts)]
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                step = isinstance(node.op, (ast.Add, ast.Sub)) and _literal_kind(node.value) == "int"
+                pairs = [(node.target, "step" if step else "other")]
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                for name in node.names:
+                    taken.setdefault(name, set()).add("other")
+                continue
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and id(node) not in handled:
+                pairs = [(node, "other")]
+            else:
+                continue
+            for t, kind in pairs:
+                handled.add(id(t))
+                taken.setdefault(t.id, set()).add(kind)
+                if deciding:
+                    decided.add(t.id)
+        return {
+            name
+            for name in decided - self.params
+            if taken[name] == {"bool"} or ("int" in taken[name] and taken[name] <= {"int", "step"})
+        }
+
+    def _decided(self, fn: ast.FunctionDef):
+        """(node, under an ``if``/``while`` on a tensor condition) for every node of ``fn``'s own scope."""
+        stack = [(node, False) for node in reversed(fn.body)]
+        while stack:
+            node, deciding = stack.pop()
+            yield node, deciding
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            inner = deciding or (isinstance(node, (ast.If, ast.While)) and self.kind(node.test) == TENSOR)
+            stack.extend((child, inner) for child in reversed(list(ast.iter_child_nodes(node))))
 
     def kind(self, e) -> str:
         """Kind of an ``ast`` expression, or of a libcst one (through its text)."""
@@ -510,7 +578,7 @@ class Classifier:
 
         What model discovery asks (flags, None tests and size tests alone do not count).
         """
-        for node in _own_nodes(fn):
+        for node in own_nodes(fn):
             if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and self.kind(node.test) == TENSOR:
                 return True
             if isinstance(node, ast.For) and self.loop_candidate(node.iter):
@@ -523,7 +591,7 @@ class Classifier:
         """What in ``fn`` a rule may rewrite: {"if", "assert", "loop", "ifexp"} (a cheap screen; rules decide)."""
         found = set()
         kinds = {ast.If: "if", ast.While: "loop", ast.Assert: "assert", ast.IfExp: "ifexp"}
-        for node in _own_nodes(fn):
+        for node in own_nodes(fn):
             if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and self.kind(node.test) != STATIC:
                 found.add(kinds[type(node)])
             elif isinstance(node, ast.For) and self.loop_candidate(node.iter):

@@ -20,9 +20,9 @@ the value is computed in the mode entered again. Flags are plain bools until a d
 condition sets them; ``_ub.flag`` tensors where a cond or a converted loop must carry them
 on every path. Done only where it helps:
 in a loop the rules convert, or for a jump under a dispatched ``if``. A ``break`` in a
-``for`` over any other iterable (a generator must not be advanced further), in a loop with
-an ``else``, or inside ``try``/``match`` stays Python, as does a ``for`` whose variable is
-read after a ``break``.
+``for`` over any other iterable (a generator must not be advanced further) or inside
+``try``/``match`` stays Python, as does a ``for`` whose variable is read after a ``break``.
+A loop's ``else`` runs after it under ``if not brk:``.
 """
 
 from __future__ import annotations
@@ -259,13 +259,27 @@ def _reenterable(node: cst.With, body) -> bool:
 
 
 def _guardable_for(node: cst.For, ctx) -> bool:
-    """A ``for`` that may run its remaining steps as no-ops: over ``range`` or a tensor.
+    """A ``for`` that may run its remaining steps as no-ops: over ``range``, a tensor, a list or
+    tuple display, or an attribute of ``self`` (a ModuleList, a list of sizes: a container, read
+    again by every call), or ``enumerate``/``zip``/``reversed`` of those.
 
     Not over an argument merely assumed to be a tensor: it may be a generator.
     """
-    it = node.iter
-    if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range":
+    return _container(node.iter, ctx)
+
+
+def _container(it, ctx) -> bool:
+    if isinstance(it, cst.Subscript):  # self.layers[:n]
+        it = it.value
+    if isinstance(it, (cst.List, cst.Tuple)):
         return True
+    if isinstance(it, cst.Attribute) and isinstance(it.value, cst.Name) and it.value.value == ctx.self_name:
+        return ctx.self_name is not None
+    if isinstance(it, cst.Call) and isinstance(it.func, cst.Name):
+        if it.func.value == "range":
+            return True
+        if it.func.value in ("enumerate", "zip", "reversed") and it.args:
+            return all(_container(a.value, ctx) for a in it.args if a.keyword is None)
     return ctx.classifier.kind(it) in (SHAPE, TENSOR)
 
 
@@ -431,8 +445,6 @@ class JumpFlags(Pass):
             return updated
         stops = found.kinds & set(STOPS)
         if stops:
-            if updated.orelse is not None:
-                return updated  # the else runs only without a break: left as written
             if isinstance(updated, cst.For):
                 if not _guardable_for(updated, ctx):
                     return updated  # a generator must not be advanced after the break
@@ -459,6 +471,12 @@ class JumpFlags(Pass):
                 return updated  # the loop variable moves on after the return: read too late
             returns = cst.SimpleStatementLine([cst.Return(value)])
             after.append(cst.If(cst.Name(name), cst.IndentedBlock([returns])))
+        if stops and updated.orelse is not None:  # the else runs when no break (nor return) ended the loop
+            orelse = list(updated.orelse.body.body)
+            if BREAK in flags:
+                orelse = [cst.If(cst.UnaryOperation(cst.Not(), cst.Name(flags[BREAK])), cst.IndentedBlock(orelse))]
+            after += orelse
+            updated = updated.with_changes(orelse=None)
         false = ctx.runtime_call("flag", cst.Name("False")) if tensors else cst.Name("False")
         if CONTINUE in flags:
             new_body = [_assign(flags[CONTINUE], false), *new_body]

@@ -61,11 +61,13 @@ class Carried:
     names: list[str]
     mutated: tuple  # positions in ``names`` of values the body may change in place
     kept: tuple  # among those, the ones never rebound (they stay the original objects)
+    literals: tuple = ()  # positions of the user's bool/int flags (classifier.literal_flags): tensors in the loop
 
     def keywords(self) -> dict:
         return {
             "mutated": tuple_node([cst.Integer(str(i)) for i in self.mutated]),
             "kept": tuple_node([cst.Integer(str(i)) for i in self.kept]),
+            "literals": tuple_node([cst.Integer(str(i)) for i in self.literals]),
         }
 
 
@@ -300,4 +302,5 @@ class LoopRule(Pass):
                 return Refusal(f"'{name}' is carried by the loop but not set before it")
         mutated = tuple(i for i, n in enumerate(names) if n in effects.mutated)
         kept = tuple(i for i in mutated if names[i] not in effects.rebound)
-        return Carried(names, mutated, kept)
+        literals = tuple(i for i, n in enumerate(names) if n in ctx.classifier.literal_flags)
+        return Carried(names, mutated, kept, literals)

@@ -55,7 +55,7 @@ class IfPlan:
 
 
 class IfToCond(Pass):
-    HANDLES = frozenset({"if"})
+    HANDLES = frozenset({"if", "ifexp"})  # (IfExpToCond makes if statements of some conditional expressions)
     NEEDS = ("liveness",)
     EXAMPLES = [
         Rewrite(
@@ -163,7 +163,10 @@ class IfToCond(Pass):
                 tuple_node([cst.Integer(str(outputs.index(n))), cst.Integer(str(operands.index(n)))]) for n in kept
             ]
             args.append(keyword("kept", tuple_node(pairs)))
-        if binds_python_values(body + orelse, outputs or ()):
+        flags = [n for n in outputs or () if n in ctx.classifier.literal_flags]  # tensors in a cond
+        if flags:
+            args.append(keyword("literals", tuple_node([cst.Integer(str(outputs.index(n))) for n in flags])))
+        if binds_python_values(body + orelse, set(outputs or ()) - set(flags)):
             # a shape condition then specialises, as a plain if would
             args.append(keyword("tensor_outputs", cst.Name("False")))
         call = cst.Call(cst.Attribute(cst.Name(ctx.runtime), cst.Name("if_stmt")), args)

@@ -19,6 +19,9 @@ a number, a string, a flag, a size), which torch.cond cannot return; a side bind
 name with ``:=``, which would bind it inside the lambda instead of the function; and
 ``a = x if c else y`` where ``a``, ``x`` or ``y`` is changed in place later (Python's ``a``
 is ``x`` or ``y`` itself; a cond's output is a new tensor, the change would reach one only).
+Where only the sides themselves change in place what they give back
+(``z = y.add_(1) if c else y.mul_(2)``), the line becomes an ``if`` statement instead, whose
+cond writes the change back into ``y``.
 """
 
 from __future__ import annotations
@@ -103,6 +106,23 @@ class IfExpToCond(Pass):
                 return y * (1.0 if scale is None else scale) if self.training else y
             """
         ),
+        Rewrite(  # `z` is `y` itself, changed in place: as an if statement, the if rule writes the change back
+            """
+            def forward(self, x):
+                y = x.clone()
+                z = y.add_(1) if x.sum() > 0 else y.mul_(2)
+                return z + y
+            """,
+            """
+            def forward(self, x):
+                y = x.clone()
+                if x.sum() > 0:
+                    z = y.add_(1)
+                else:
+                    z = y.mul_(2)
+                return z + y
+            """,
+        ),
         Refused(
             """
             def forward(self, x):
@@ -120,6 +140,7 @@ class IfExpToCond(Pass):
     def __init__(self, fn, ctx):
         super().__init__(fn, ctx)
         self.bound: dict[int, set] = {}  # id of a conditional expression assigned as is -> the names it binds
+        self.statements: set[int] = set()  # ids of those to become if statements (sides changing in place)
 
     @functools.cached_property
     def mutated(self) -> frozenset:
@@ -163,6 +184,12 @@ class IfExpToCond(Pass):
         if not ints and all(self._plainly_python(side) for side in (updated.body, updated.orelse)):
             return updated  # `() if output_attentions else None`: no tensor can come out of it
         why = self._why_not(updated, original)
+        changed = self._aliased(original)
+        if changed and self._alone(original) and not changed & self._changed_elsewhere():
+            # the sides change in place what they give back (`y.add_(1) if c else y.mul_(2)`): as an if
+            # statement (leave_SimpleStatementLine), the if rule writes the change back
+            self.statements.add(id(updated))
+            return updated
         if why:
             return self.leave_as_python(original, updated, why, "conditional expression")
         test = runtime_predicate(self.forms.truth(updated.test), ctx)
@@ -173,6 +200,31 @@ class IfExpToCond(Pass):
         )
         ctx.note(original, "cond", "conditional expression -> _ub.if_exp")
         return call  # (a call needs no parentheses of its own)
+
+    def visit_SimpleStatementLine(self, node) -> None:
+        self.line = node
+
+    def _alone(self, node: cst.IfExp) -> bool:
+        """Is ``node`` the whole value of the one assignment of its line (``a = x if c else y``)?"""
+        only = self.line.body[0] if len(self.line.body) == 1 else None
+        return isinstance(only, cst.Assign) and only.value is node
+
+    def leave_SimpleStatementLine(self, original, updated):
+        """``a = x if c else y`` whose sides change in place -> ``if c: a = x`` / ``else: a = y``, which
+        the if rule converts: it writes the changed tensors back, as Python's ``a`` is ``x`` or ``y``."""
+        only = updated.body[0] if len(updated.body) == 1 else None
+        if not isinstance(only, cst.Assign) or id(only.value) not in self.statements:
+            return updated
+        choice = only.value
+
+        def side(value):
+            return cst.IndentedBlock([cst.SimpleStatementLine([only.with_changes(value=value)])])
+
+        test = self.forms.truth(choice.test).with_changes(lpar=[], rpar=[])
+        self.ctx.note(original, "normalised", "conditional expression changing in place -> if statement")
+        return cst.If(
+            test, side(choice.body), orelse=cst.Else(side(choice.orelse)), leading_lines=updated.leading_lines
+        )
 
     def _made_by_unbranch(self, node: cst.IfExp) -> bool:
         """``_ub.given(b) if _ub.right_needed(t, "and") else None`` (boolean_ops): a Python test."""
@@ -189,15 +241,13 @@ class IfExpToCond(Pass):
             found = _Unmovable.find(side)
             if found:
                 return f"{found} in a side of the conditional expression"
-        roots = alias_roots(original)
-        if roots and id(original) in self.bound:
-            # ``a = x if c else y``: ``a`` is ``x`` or ``y`` itself, a cond output never is
-            changed = sorted((roots | self.bound[id(original)]) & self.mutated)
-            if changed:
-                return (
-                    f"'{changed[0]}' is changed in place and the conditional expression gives back "
-                    f"'{sorted(roots)[0]}' itself (a cond returns a new tensor: the change would not reach the other name)"
-                )
+        changed = sorted(self._aliased(original))
+        if changed:
+            return (
+                f"'{changed[0]}' is changed in place and the conditional expression gives back "
+                f"'{sorted(alias_roots(original))[0]}' itself (a cond returns a new tensor: the change would not "
+                "reach the other name)"
+            )
         for side in (node.body, node.orelse):
             value = None if _int_literal(side) else self._python_value(side)
             if value is not None:
@@ -207,6 +257,19 @@ class IfExpToCond(Pass):
                     "which torch.cond cannot return"
                 )
         return None
+
+    def _aliased(self, original: cst.IfExp) -> set:
+        """``a = x if c else y``: the names among ``a``, ``x``, ``y`` changed in place somewhere
+        (``a`` is ``x`` or ``y`` itself, a cond output never is)."""
+        roots = alias_roots(original)
+        if not roots or id(original) not in self.bound:
+            return set()
+        return (roots | self.bound[id(original)]) & self.mutated
+
+    def _changed_elsewhere(self) -> frozenset:
+        """Names changed in place by the function outside the line being rewritten."""
+        rest = self.fn.visit(_Without(self.line))
+        return block_effects(rest.body.body, self.ctx.mutating_helpers).mutated
 
     def _plainly_python(self, e: cst.BaseExpression) -> bool:
         if isinstance(e, (cst.Tuple, cst.List)):
@@ -230,6 +293,16 @@ class IfExpToCond(Pass):
         if not isinstance(e, _DISPLAYS) and self.ctx.classifier.kind(e) == STATIC:
             return e  # a flag, a dtype, an identity test...
         return None
+
+
+class _Without(cst.CSTTransformer):
+    """The tree with one statement line replaced by ``pass``."""
+
+    def __init__(self, line):
+        self.line = line
+
+    def on_leave(self, original, updated):
+        return cst.SimpleStatementLine([cst.Pass()]) if original is self.line else updated
 
 
 def _int_literal(e: cst.BaseExpression) -> bool:

@@ -14,40 +14,41 @@ other ``break`` keeps the loop plain Python.
 
 from __future__ import annotations
 
+import ast
 import functools
 
 import libcst as cst
 
+from ..analysis.classify import own_nodes
 from ..analysis.names import expr_reads, target_names
 from ..normalise.boolean_ops import runtime_predicate
 from ..normalise.condition_forms import ConditionForms
-from ..passes import Refused, Rewrite, Unchanged
+from ..passes import Rewrite, Unchanged
 from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal
 from ._util import tuple_node
 
 
-def _counters(body, names) -> set[str]:
-    """Carried names the body steps by an integer (``i += 1``, ``i = i - 2``): int counters."""
+def _counters(loop: ast.While | None, names) -> set[str]:
+    """Carried names the loop steps by an integer (``i += 1``, ``i = i - 2``): int counters.
 
-    def step(value, name) -> bool:
-        return (
-            isinstance(value, cst.BinaryOperation)
-            and isinstance(value.left, cst.Name)
-            and value.left.value == name
-            and isinstance(value.right, cst.Integer)
-        )
-
+    Read on the user's own loop (its parser twin), where a step guarded by a break's flag is
+    still a plain statement, not inside the branch function the if rule made of it.
+    """
     found = set()
-    for stmt in body:
-        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
-                if isinstance(small.value, cst.Integer):
-                    found.add(small.target.value)
-            elif isinstance(small, cst.Assign) and len(small.targets) == 1:
-                target = small.targets[0].target
-                if isinstance(target, cst.Name) and step(small.value, target.value):
-                    found.add(target.value)
+    for node in own_nodes(loop) if isinstance(loop, ast.While) else ():
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            if _integer(node.value):
+                found.add(node.target.id)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value, name = node.value, node.targets[0].id
+            if isinstance(value, ast.BinOp) and isinstance(value.left, ast.Name) and value.left.id == name:
+                if _integer(value.right):
+                    found.add(name)
     return found & set(names)
+
+
+def _integer(e: ast.expr) -> bool:
+    return isinstance(e, ast.Constant) and type(e.value) is int
 
 
 class WhileToLoop(LoopRule):
@@ -107,16 +108,26 @@ class WhileToLoop(LoopRule):
                 return x
             """
         ),
-        Refused(
+        Rewrite(  # no break is left (JumpFlags made flags of them): the else always runs, after the loop
             """
             def forward(self, x):
                 while x.sum() > 0:
-                    x = x - 1
+                    x = x - x.abs() - 1
                 else:
                     x = x * 2
                 return x
             """,
-            "a while loop with an else clause",
+            """
+            def forward(self, x):
+                def loop_cond_1(x):
+                    return x.sum() > 0
+                def loop_body_1(x):
+                    x = x - x.abs() - 1
+                    return x
+                x = _ub.while_stmt(loop_cond_1, loop_body_1, (x,))
+                x = x * 2
+                return x
+            """,
         ),
     ]
 
@@ -128,16 +139,15 @@ class WhileToLoop(LoopRule):
         return ConditionForms(self.fn, self.ctx)
 
     def plan(self, original: cst.While, updated: cst.While) -> LoopPlan | Refusal:
-        if original.orelse is not None:
-            return Refusal("a while loop with an else clause")
         body, test = list(updated.body.body), updated.test
-        state = self.carried(original, body, test)
+        after = list(updated.orelse.body.body) if updated.orelse is not None else []  # (no break is left)
+        state = self.carried(original, body, test, after=after)
         if isinstance(state, Refusal):
             return state
         if not state.names:
             return Refusal("nothing the loop condition reads changes in the loop")
         names = state.names
-        counters = _counters(body, names)
+        counters = _counters(self.ctx.origins.twin(original), names)
         # a flag the test reads, set from data in the body (``changed = bool((y != x).any())``): a
         # tensor under export, as the test itself is
         tested = expr_reads(test)
@@ -150,7 +160,7 @@ class WhileToLoop(LoopRule):
             Function("body", names, body, names),
         ]
         positional = ["cond", "body", tuple_node(names)]
-        return LoopPlan("while_stmt", functions, positional, state.keywords(), names, kind="while_loop")
+        return LoopPlan("while_stmt", functions, positional, state.keywords(), names, after, kind="while_loop")
 
 
 class _TruthOf(cst.CSTTransformer):

@@ -22,6 +22,9 @@ def tracing() -> bool:
     return torch.compiler.is_exporting() or (LOWER_UNDER_COMPILE and torch.compiler.is_compiling())
 
 
+_KEPT_BY_US = [0]  # open checks_kept contexts; cond is in the impure set because of them
+
+
 @contextlib.contextmanager
 def checks_kept():
     """While open, dead-code elimination keeps a ``torch.cond`` whose outputs nothing uses.
@@ -35,11 +38,29 @@ def checks_kept():
     cond = torch.ops.higher_order.cond
     added = cond not in impure
     impure.add(cond)
+    _KEPT_BY_US[0] += added
     try:
         yield
     finally:
+        _KEPT_BY_US[0] -= added
         if added:
             impure.discard(cond)
+
+
+@contextlib.contextmanager
+def as_torch_has_it():
+    """While open, cond is pure again if only :func:`checks_kept` made it impure (a plain export's rules)."""
+    from torch.fx.node import _side_effectful_functions as impure
+
+    cond = torch.ops.higher_order.cond
+    ours = _KEPT_BY_US[0] > 0 and cond in impure
+    if ours:
+        impure.discard(cond)
+    try:
+        yield
+    finally:
+        if ours:
+            impure.add(cond)
 
 
 def is_symbolic(value) -> bool:

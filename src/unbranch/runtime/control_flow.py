@@ -16,12 +16,13 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 
 from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller
+from .jumps import tensorised
 
 # callbacks ``(filename, line, taken)`` told which side each eagerly dispatched if took (coverage)
 observers: list = []
 
 
-def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True, kept=()):
+def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True, kept=(), literals=()):
     """Run ``then_fn(*operands)`` or ``else_fn(*operands)``; a ``torch.cond`` when ``pred`` is symbolic.
 
     ``mutated`` lists the operand positions a branch may change in place. Eagerly the branch
@@ -33,6 +34,7 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
     ``tensor_outputs`` is False when the compiler saw a branch produce a Python value (None, a
     float...): no cond can return that, so a shape condition takes the plain branch (and
     specialises, as the original ``if`` does) instead of failing the export.
+    ``literals``: the outputs that are the user's bool or int flags; a cond gives them as tensors.
     """
     if not tensor_outputs and isinstance(pred, torch.Tensor) and is_symbolic(pred):
         fail(
@@ -56,7 +58,7 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
     if isinstance(pred, torch.SymBool) and free_unbacked_symbols(pred):
         pred = torch.full((), pred, dtype=torch.bool)  # data (``t.item() > 0``): a tensor, never a guard
     try:
-        return _cond(pred, then_fn, else_fn, operands, mutated, kept)
+        return _cond(pred, then_fn, else_fn, operands, mutated, kept, literals)
     except Exception as e:  # under strict export dynamo never lets torch's own errors reach here
         if isinstance(pred, torch.SymBool):
             # A shape condition torch.cond cannot take (e.g. non-tensor outputs): specialise on
@@ -69,7 +71,7 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
             unwritable = _unwritable(then_fn, operands, everything)
             if unwritable:
                 _refuse(unwritable)
-            return _cond(pred, then_fn, else_fn, operands, everything, kept)
+            return _cond(pred, then_fn, else_fn, operands, everything, kept, literals)
         # (through fail: under strict export torch 2.14's dynamo cannot build the project's error)
         fail(f"{origin_of_caller(1)}: torch.cond rejected this if on a tensor condition: {rejection(e)}", "if", e)
 
@@ -182,7 +184,7 @@ def _root(t):
     return t._base if t._base is not None else t
 
 
-def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
+def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
     leaves, spec = pytree.tree_flatten(tuple(operands))
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tensors = [leaves[i] for i in positions]
@@ -203,6 +205,8 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=()):
                 values[positions[k]] = clones[n]
             out = fn(*pytree.tree_unflatten(values, spec))
             out = () if out is None else out
+            if literals:  # (one output is the value itself, as for kept)
+                out = tensorised(out, literals) if isinstance(out, tuple) else tensorised((out,), literals)[0]
             return fresh_outputs((out, clones) if writable else out, (*ts, *_buffers(values)))
 
         branch.__name__ = getattr(fn, "__name__", "branch")

@@ -1,4 +1,5 @@
-"""Flags that stand for ``break``/``continue`` in loops the compiler lowered (normalise/jump_flags)."""
+"""Flags: those standing for ``break``/``continue`` (normalise/jump_flags), and the user's own set under
+a tensor condition (``literals`` of the control-flow operators)."""
 
 from __future__ import annotations
 
@@ -14,3 +15,13 @@ def flag(value=False) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value.bool().reshape(())
     return torch.tensor(bool(value))
+
+
+def tensorised(values: tuple, positions) -> tuple:
+    """``values`` with the bools and ints at ``positions`` as 0-d tensors.
+
+    The user's own flags and counters (``found = True`` under a tensor condition, ``hits += 1``):
+    Python values on every path eager runs take, and as they enter a ``cond``'s outputs or a
+    loop's carry while torch exports, tensors, which those operators can give on every path.
+    """
+    return tuple(torch.tensor(v) if k in positions and isinstance(v, (bool, int)) else v for k, v in enumerate(values))

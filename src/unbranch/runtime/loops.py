@@ -36,6 +36,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils import _pytree as pytree
 
 from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller, tracing
+from .jumps import tensorised
 
 # torch_export_rewrite(target=..., max_loop_iterations=...) sets these while open
 TARGET: str | None = None  # "executorch": lower loops to what ExecuTorch runs, or refuse at export
@@ -277,7 +278,19 @@ def write_row(buffer, index, value):
     return buffer
 
 
-def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=()):
+def _with_flags(carry, body, literals, count: int):
+    """The carry and body a loop operator runs: the user's bool/int flags at ``literals`` as tensors
+    (``found = True`` under a tensor condition in the body), on the way in and out of every step."""
+    if not literals:
+        return tuple(carry), body
+
+    def step(*args):
+        return _from_tuple(tensorised(_as_tuple(body(*args), count), literals))
+
+    return tensorised(tuple(carry), literals), step
+
+
+def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), literals=()):
     """``for i in range(*bounds): body`` -> ``scan``/``while_loop`` when a bound is a symbolic size.
 
     ``appends``: the lists the body appends one value to at each step (``outs.append(v)``); the
@@ -286,9 +299,12 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=()):
     ``rows``: the carries (among ``kept``) the body only writes, once per step at the index
     (``out[i] = v``). Eagerly the body writes them; under a scan the step gets a ``_Row`` in
     their place, its rows come back stacked and are copied into the buffer once, after the loop.
+    ``literals``: the carries that are the user's bool or int flags (tensors in a scan or while_loop).
     """
     start, stop, step = _range_args(bounds)
     n, m = len(carry), len(appends)
+    if _symbolic(start, stop, step):
+        carry, body = _with_flags(carry, body, literals, n + m)
     plain = isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1
     scannable = plain and not isinstance(stop, torch.Tensor) and not _data_dependent(stop)
     if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
@@ -397,7 +413,7 @@ def _range_args(bounds) -> tuple:
     return args
 
 
-def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zipped=False, appends=()):
+def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zipped=False, appends=(), literals=()):
     """``for row in x: body`` -> ``scan`` over the first dimension of tensors of symbolic length.
 
     ``enumerated=start``: ``for i, row in enumerate(x, start)`` (the body takes ``i, row``);
@@ -405,8 +421,11 @@ def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zip
     """
     sources = tuple(iterable) if zipped else (iterable,)
     lengths = [t.shape[0] for t in sources if isinstance(t, torch.Tensor) and t.dim() > 0]
-    traced = len(lengths) == len(sources) and _symbolic(*lengths) and _all_tensors(carry)
     count, m = len(carry), len(appends)
+    traced = len(lengths) == len(sources) and _symbolic(*lengths)
+    if traced:
+        carry, body = _with_flags(carry, body, literals, count + m)
+    traced = traced and _all_tensors(carry)
     if not traced:
         items = builtins.zip(*sources) if zipped else iterable
         if enumerated is not None:
@@ -457,7 +476,7 @@ def _size_test(pred) -> bool:
     return isinstance(pred, (torch.SymBool, bool))
 
 
-def while_stmt(cond, body, carry=(), mutated=(), kept=()):
+def while_stmt(cond, body, carry=(), mutated=(), kept=(), literals=()):
     """``while cond: body`` -> ``while_loop`` once the condition is a symbolic value."""
     state = tuple(carry)
     while True:
@@ -469,6 +488,7 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=()):
         state = _as_tuple(body(*state), len(carry))
     # an int counter (``i = 0 ... i += 1``) goes in as a 0-d tensor: as a SymInt it fails once the
     # body also reads a parameter (measured); the compiler wrote its subscripts as ``_ub.at(t)[i]``
+    state, body = _with_flags(state, body, literals, len(carry))
     state = tuple(_counter(v) for v in state)
     carry = state
 
