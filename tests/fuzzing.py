@@ -542,8 +542,9 @@ LOOP_HEADERS = (
 
 
 class _LoopWriter:
-    """Draws a loop program: carried ``acc``, a buffer ``out`` written row by row, nested loops,
-    ifs on the index and on data inside the body, a list appended to and stacked after."""
+    """Draws a loop program: carried ``acc``, a buffer ``out`` written row by row, a dict updated at
+    each step, nested loops, ifs on the index and on data inside the body, a list appended to and
+    stacked after; the index in subscripts, arithmetic, select/narrow and conditional expressions."""
 
     def __init__(self, draw):
         self.draw = draw
@@ -557,6 +558,9 @@ class _LoopWriter:
         if index is not None:
             options += [f"x[{index}]", f"x[{index} - 1]", f"y[{index} % y.shape[0]]", f"out[{index}]"]
             options += [f"x[{index}, :]", f"(({index} + 1) * x[{index}])", f"(x[{index}] * ({index} % 2))"]
+            # the index in other positions: select/narrow, both sides of a conditional expression
+            options += [f"x.select(0, {index})", f"x.narrow(0, {index}, 1)[0]"]
+            options += [f"(x[{index}] if {index} % 2 == 0 else y[{index} % y.shape[0]])"]
         if inner is not None:
             options += [f"y[{inner}]", f"(x[{inner}] * ({inner} + 1))"]
         return self.choose(options)
@@ -568,7 +572,7 @@ class _LoopWriter:
         )
 
     def statement(self, index, rows, depth, inner=None) -> list[str]:
-        kinds = ["acc", "acc", "augacc"]
+        kinds = ["acc", "acc", "augacc", "dict"]
         if index is not None and inner is None:
             kinds += ["row", "row", "rowaug", "cell", "column"]
         if depth < 2:
@@ -581,6 +585,8 @@ class _LoopWriter:
             return [f"acc = acc * 0.5 + {v}"]
         if kind == "augacc":
             return [f"acc += {v} * 0.25"]
+        if kind == "dict":  # a container updated at each step
+            return [f'stats["sum"] = stats["sum"] + {v}']
         if kind == "row":
             return [f"out[{index}] = {v}"]
         if kind == "rowaug":
@@ -614,10 +620,11 @@ def loop_programs(draw) -> str:
     if appends:  # never empty: these loops take every row
         body.append(f"outs.append({writer.value(index, rows)})")
     lines = ["acc = torch.zeros(x.shape[1])", "out = torch.zeros_like(x)", *(["outs = []"] if appends else [])]
+    lines.append('stats = {"sum": torch.zeros(x.shape[1])}')
     lines += [header, *_indent(body)]
     if draw(st.integers(0, 4)) == 0:
         lines += ["else:", *_indent(["acc = acc + 1.0"])]
-    result = "acc + out.sum(0)" + (" + torch.stack(outs).sum(0)" if appends else "")
+    result = 'acc + out.sum(0) + stats["sum"]' + (" + torch.stack(outs).sum(0)" if appends else "")
     lines.append(f"return {result}, out" if draw(st.booleans()) else f"return {result}")
     return "\n".join(["import torch", "", "", "def f(x, y, flag, n, mask):", *_indent(lines), ""])
 

@@ -263,3 +263,26 @@ def test_rows_of_a_dynamic_width():
     # strict export: dynamo fails inside torch's scan on the symbolic row ("argument of type: LazyProxy")
     with pytest.raises(unbranch.UnbranchError, match="after rewriting RowsOfDynamicWidth.forward"):
         unbranch.export(model, (torch.randn(4, 5),), dynamic_shapes=shapes, strict=True)
+
+
+class DictInBranchInLoop(torch.nn.Module):
+    """A dict's entries rebound in a branch on data inside a converted loop (found by the loop fuzzer)."""
+
+    def forward(self, x):
+        stats = {"sum": torch.zeros(x.shape[1]), "n": torch.zeros(())}
+        acc = torch.zeros(x.shape[1])
+        for i in range(x.shape[0]):
+            if x[i].sum() > 0:
+                stats["sum"] = stats["sum"] + x[i]
+                stats["n"] = stats["n"] + 1
+            else:
+                acc = acc - x[i]
+        return stats["sum"] / stats["n"].clamp(min=1), acc, stats
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_dict_entries_rebound_in_a_branch(strict):
+    model, shapes = DictInBranchInLoop(), ({0: Dim.DYNAMIC},)
+    ep = unbranch.export(model, (_rows(1, -1, 2),), dynamic_shapes=shapes, strict=strict)
+    for x in (_rows(1, -1, 2), _rows(-1, -2), _rows(3, 3, 3, 3, 3), _rows(1, -1, 1, -1, 1, -1)):
+        assert_same(ep.module()(x.clone()), model(x.clone()))  # the dict comes back with the same entries

@@ -155,6 +155,8 @@ def _unwritable(branch, operands, mutated) -> str | None:
             continue
         if isinstance(operands[k], tuple) and all(isinstance(v, (torch.Tensor, _IMMUTABLE)) for v in operands[k]):
             continue  # only its tensors can change, in place
+        if _container(operands[k]):
+            continue  # its entries come back out of the cond and are written back (_cond)
         return f"{name(k)} (a {type(operands[k]).__name__})"
     return None
 
@@ -190,7 +192,8 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
     tensors = [leaves[i] for i in positions]
     owners = _leaf_owners(operands)
     changed = set(mutated)
-    writable = [k for k, i in enumerate(positions) if owners[i] in changed]
+    containers = [k for k in mutated if _container(operands[k])]
+    writable = [k for k, i in enumerate(positions) if owners[i] in changed and owners[i] not in containers]
 
     def adapt(fn):
         def branch(*ts):
@@ -203,10 +206,13 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
             clones = tuple(ts[k].clone() for k in writable)
             for n, k in enumerate(writable):
                 values[positions[k]] = clones[n]
-            out = fn(*pytree.tree_unflatten(values, spec))
+            rebuilt = pytree.tree_unflatten(values, spec)
+            out = fn(*rebuilt)
             out = () if out is None else out
             if literals:  # (one output is the value itself, as for kept)
                 out = tensorised(out, literals) if isinstance(out, tuple) else tensorised((out,), literals)[0]
+            if containers:  # the dicts and lists as the branch left them (new objects: flattened operands)
+                out = (out, tuple(rebuilt[k] for k in containers))
             return fresh_outputs((out, clones) if writable else out, (*ts, *_buffers(values)))
 
         branch.__name__ = getattr(fn, "__name__", "branch")
@@ -217,6 +223,14 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
         out, written = out
         for n, k in enumerate(writable):
             tensors[k].copy_(written[n])
+    if containers:
+        out, entries = out
+        for k, new in zip(containers, entries):
+            if isinstance(operands[k], dict):
+                operands[k].clear()
+                operands[k].update(new)
+            else:
+                operands[k][:] = list(new)
     out = _restore_kind(out)
     for j, k in kept:
         if isinstance(operands[k], torch.Tensor) and k in changed:
@@ -225,6 +239,11 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
             else:
                 out = operands[k]
     return out
+
+
+def _container(value) -> bool:
+    """A dict or list of tensors (at any depth): a branch that rebinds its entries gives them back."""
+    return isinstance(value, (dict, list)) and all(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value))
 
 
 def _buffers(values) -> list:
