@@ -286,3 +286,22 @@ def test_dict_entries_rebound_in_a_branch(strict):
     ep = unbranch.export(model, (_rows(1, -1, 2),), dynamic_shapes=shapes, strict=strict)
     for x in (_rows(1, -1, 2), _rows(-1, -2), _rows(3, 3, 3, 3, 3), _rows(1, -1, 1, -1, 1, -1)):
         assert_same(ep.module()(x.clone()), model(x.clone()))  # the dict comes back with the same entries
+
+
+class ReturnInFirstStep(torch.nn.Module):
+    def forward(self, x):
+        for _ in range(x.shape[0]):  # left as Python (a return in the loop body): range() fixes the size
+            x = x * 2
+            return x
+        return x - 1
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_a_dimension_fixed_by_code_left_as_python_is_named(strict):
+    """Torch names no frame when Python code fixes a dynamic dimension: the error points at what stayed Python."""
+    lines, first = inspect.getsourcelines(ReturnInFirstStep.forward)
+    line = first + next(k for k, src in enumerate(lines) if "for _ in range" in src)
+    with pytest.raises(unbranch.UnbranchError, match="fixed a dimension declared dynamic.*a return") as info:
+        with unbranch.torch_export_rewrite(rewrite=[ReturnInFirstStep.forward]):
+            torch.export.export(ReturnInFirstStep(), (_rows(1, 2),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+    assert (info.value.path, info.value.line) == (__file__, line)

@@ -148,7 +148,12 @@ def sites(e: BaseException, guards: GuardLog | None = None, kind: str | None = N
 
 
 def _traceback_frames(e: BaseException) -> list:
-    return [(f.f_code.co_filename, line, f.f_code.co_name, f.f_code) for f, line in traceback.walk_tb(e.__traceback__)]
+    """The frames from torch's first one inward: those before it called the export (the user's own
+    ``torch.export.export(...)`` line is no place that branched on data)."""
+    walked = traceback.walk_tb(e.__traceback__)
+    frames = [(f.f_code.co_filename, line, f.f_code.co_name, f.f_code) for f, line in walked]
+    first = next((k for k, frame in enumerate(frames) if frame[0].startswith(_TORCH)), 0)
+    return frames[first:]
 
 
 _QUOTED_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')

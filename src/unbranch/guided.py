@@ -70,7 +70,7 @@ class Guide:
                 if n == 1:
                     log.replay()  # the export as the user ran it: what torch printed is theirs to see
                 return ep
-            attempt.error = _first_line(error)
+            attempt.error = first_line(error)
             if isinstance(error, UnbranchError):
                 # a cond's branch calls code that branches on data (non-strict export traces a cond
                 # nested in a branch with dynamo, which names that code): rewrite it too
@@ -255,6 +255,6 @@ def _original(site: Site) -> tuple[str, int]:
     return site.path, site.line
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [""]
     return f"{type(e).__name__}: {lines[0][:200]}"

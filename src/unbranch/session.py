@@ -15,7 +15,7 @@ from .arguments import HOOKS
 from .discovery import discover
 from .errors import UnbranchError, runtime_failure
 from .failures import GENERATED, kind_of, sites
-from .guided import Guide, why_left
+from .guided import Guide, first_line, why_left
 from .report import Report, dump, say
 from .rewriting import MODEL_OPTIONS, options_for, rewrite
 from .runtime import _tracing
@@ -167,19 +167,39 @@ def _explained(e: Exception, report: Report) -> Exception:
     ours = runtime_failure(e)
     if ours is not None:
         return ours
-    found = sites(e) if kind_of(e) else []
+    kind = kind_of(e)
+    found = sites(e) if kind else []
+    if not found and kind == "shape" and report.left and _in_export(e):
+        # torch names no frame for a dimension fixed by Python code: point at what stayed Python
+        path, line, _ = report.left[0]
+        left = "; ".join(f"{p}:{n}: {why}" for p, n, why in report.left[:3])
+        return UnbranchError(
+            f"the export fixed a dimension declared dynamic ({first_line(e)}); what this context left as "
+            f"Python may be why: {left}",
+            path,
+            line,
+            "dynamic dimension",
+        )
     if not found:
         limit = torch_limit(e) if report.rewritten and _in_export(e) else None
         return UnbranchError(f"{_FAILED}{limit}", construct="export") if limit else e
     site = found[0]
+    stops, construct = _STOPS[kind]
     if site.path.startswith(GENERATED):  # rewritten code, where a construct was left as Python
         why = why_left(report.rewritten, site)
-        return UnbranchError(f"the export stops at Python control flow on data: {why}", site.path, site.line, "if")
+        return UnbranchError(f"{stops}: {why}", site.path, site.line, construct)
     return UnbranchError(
-        f"the export stops at Python control flow on data in {site.name}() ({site.text}), which this context "
+        f"{stops} in {site.name}() ({site.text}), which this context "
         "did not rewrite: export with unbranch.export(...), which rewrites what torch names, or add the "
         "function to rewrite=[...]",
         site.path,
         site.line,
-        "data-dependent control flow",
+        construct,
     )
+
+
+# what a failure kind (failures.kind_of) tells the user, and the construct it names
+_STOPS = {
+    "data": ("the export stops at Python control flow on data", "data-dependent control flow"),
+    "shape": ("the export fixed a dimension declared dynamic", "dynamic dimension"),
+}

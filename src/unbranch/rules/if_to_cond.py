@@ -55,7 +55,8 @@ class IfPlan:
 
 
 class IfToCond(Pass):
-    HANDLES = frozenset({"if", "ifexp"})  # (IfExpToCond makes if statements of some conditional expressions)
+    # (IfExpToCond makes if statements of some conditional expressions, JumpFlags the guards of loops)
+    HANDLES = frozenset({"if", "ifexp", "loop"})
     NEEDS = ("liveness",)
     EXAMPLES = [
         Rewrite(
