@@ -1,5 +1,7 @@
 """Export a module inside torch_export_rewrite and compare it with the original eager module."""
 
+import inspect
+
 import torch
 from torch.export import Dim
 
@@ -8,6 +10,12 @@ from unbranch.report import cond_nodes
 
 # (major, minor) of the torch installed: what an older release cannot export at all is its own limit
 TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def line_of(obj, text: str) -> int:
+    """The file line of the first line of ``obj``'s source holding ``text`` (what an error should name)."""
+    lines, first = inspect.getsourcelines(obj)
+    return first + next(k for k, line in enumerate(lines) if text in line)
 
 
 def all_dynamic(args):

@@ -1,19 +1,12 @@
 """Bad input: one exception class naming file, line and construct; nothing swapped in."""
 
-import inspect
-
 import libcst as cst
 import pytest
 import torch
-from helpers import count_conds, export_rewritten
+from helpers import count_conds, export_rewritten, line_of
 
 import unbranch
 from unbranch import UnbranchError
-
-
-def _line_of(fn, text):
-    lines, start = inspect.getsourcelines(fn)
-    return start + next(i for i, ln in enumerate(lines) if text in ln)
 
 
 class OneSided(torch.nn.Module):
@@ -27,7 +20,7 @@ def test_variable_set_in_one_branch_only():
     with pytest.raises(UnbranchError) as info:
         unbranch.transform_method(OneSided.forward, strict=True)
     err = info.value
-    assert err.path == __file__ and err.line == _line_of(OneSided.forward, "if x.sum() > 0")
+    assert err.path == __file__ and err.line == line_of(OneSided.forward, "if x.sum() > 0")
     assert err.construct == "if" and "'y' is set only in the if-branch" in str(err)
 
 
@@ -84,7 +77,7 @@ class GlobalInBranch(torch.nn.Module):
 def test_global_in_branch_is_refused():
     with pytest.raises(UnbranchError, match="global/nonlocal in a branch") as info:
         unbranch.transform_method(GlobalInBranch.forward, strict=True)
-    assert info.value.line == _line_of(GlobalInBranch.forward, "if x.sum() > 0")
+    assert info.value.line == line_of(GlobalInBranch.forward, "if x.sum() > 0")
 
 
 class DifferentStructures(torch.nn.Module):

@@ -3,11 +3,9 @@ matches eager on inputs taking each side and at another size, or fails at export
 UnbranchError naming the file, the line and the reason.
 """
 
-import inspect
-
 import pytest
 import torch
-from helpers import assert_same, count_conds
+from helpers import assert_same, count_conds, line_of
 from torch.export import Dim
 
 import unbranch
@@ -18,11 +16,6 @@ DYNAMIC = ({0: Dim.DYNAMIC},)
 
 def _rows(n, scale=1.0):
     return scale * (torch.arange(n * 4, dtype=torch.float32).reshape(n, 4) / (n * 4) - 0.25)
-
-
-def _line(obj, text: str) -> int:
-    lines, first = inspect.getsourcelines(obj)
-    return first + next(k for k, line in enumerate(lines) if text in line)
 
 
 def _exports(model, strict, inputs, example=None):
@@ -332,7 +325,7 @@ class Filtered(torch.nn.Module):
 def test_comprehension_filtered_on_data_is_refused_with_its_reason():
     with pytest.raises(unbranch.UnbranchError, match="comprehension filtered on a tensor condition") as info:
         unbranch.export(Filtered(), (torch.ones(3, 4),), dynamic_shapes=({1: Dim.DYNAMIC},))
-    assert (info.value.path, info.value.line) == (__file__, _line(Filtered, "kept = [row"))
+    assert (info.value.path, info.value.line) == (__file__, line_of(Filtered, "kept = [row"))
 
 
 class UnderAutocast(torch.nn.Module):
@@ -356,7 +349,7 @@ def test_cond_under_autocast():
     _exports(model, False, [(_rows(5),), (-_rows(7, 9),), (_rows(3, 9),)])
     with pytest.raises(unbranch.UnbranchError, match="autocast.*strict=False") as info:
         unbranch.export(model, (_rows(5),), dynamic_shapes=DYNAMIC, strict=True)
-    assert (info.value.path, info.value.line) == (__file__, _line(UnderAutocast, "if y.sum() > 0"))
+    assert (info.value.path, info.value.line) == (__file__, line_of(UnderAutocast, "if y.sum() > 0"))
 
 
 class NoneOnOneSide(torch.nn.Module):
@@ -374,7 +367,7 @@ def test_none_on_one_side_is_refused_with_its_reason(strict):
     args = (_rows(3), _rows(3) > 0)
     with pytest.raises(unbranch.UnbranchError, match="None .*torch.cond needs the same tensors") as info:
         unbranch.export(NoneOnOneSide(), args, dynamic_shapes=DYNAMIC * 2, strict=strict)
-    assert (info.value.path, info.value.line) == (__file__, _line(NoneOnOneSide, "if mask.any()"))
+    assert (info.value.path, info.value.line) == (__file__, line_of(NoneOnOneSide, "if mask.any()"))
 
 
 class BoxCheck(torch.nn.Module):

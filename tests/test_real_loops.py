@@ -3,11 +3,9 @@ and matches eager on inputs taking each exit and at other sizes, or is refused a
 UnbranchError naming the line and the reason.
 """
 
-import inspect
-
 import pytest
 import torch
-from helpers import assert_same
+from helpers import assert_same, line_of
 from torch.export import Dim
 
 import unbranch
@@ -239,29 +237,19 @@ REFUSED = {
 @pytest.mark.parametrize("make", list(REFUSED), ids=lambda c: c.__name__)
 def test_loop_refused_with_line_and_reason(make, strict):
     example, shapes, text, reason = REFUSED[make]
-    lines, first = inspect.getsourcelines(make.forward)
-    line = first + next(k for k, src in enumerate(lines) if text in src)
     with pytest.raises(unbranch.UnbranchError, match=reason) as info:
         unbranch.export(make(), example, dynamic_shapes=shapes, strict=strict)
-    assert (info.value.path, info.value.line) == (__file__, line)
-
-
-class RowsOfDynamicWidth(torch.nn.Module):
-    def forward(self, x):
-        out = torch.zeros_like(x)
-        for i in range(x.shape[0]):
-            out[i] = x[i] * 2 if x[i].sum() > 0 else x[i] - 1
-        return out
+    assert (info.value.path, info.value.line) == (__file__, line_of(make.forward, text))
 
 
 def test_rows_of_a_dynamic_width():
     """The rows' own size is symbolic: the buffer is carried (per-step rows need a static row size)."""
-    model, shapes = RowsOfDynamicWidth(), ({0: Dim.DYNAMIC, 1: Dim.DYNAMIC},)
+    model, shapes = TernaryInLoop(), ({0: Dim.DYNAMIC, 1: Dim.DYNAMIC},)
     ep = unbranch.export(model, (torch.randn(4, 5),), dynamic_shapes=shapes)
     for x in (torch.randn(6, 3), _rows(1, -1, 2), torch.randn(1, 7)):
         assert_same(ep.module()(x), model(x))
     # strict export: dynamo fails inside torch's scan on the symbolic row ("argument of type: LazyProxy")
-    with pytest.raises(unbranch.UnbranchError, match="after rewriting RowsOfDynamicWidth.forward"):
+    with pytest.raises(unbranch.UnbranchError, match="after rewriting TernaryInLoop.forward"):
         unbranch.export(model, (torch.randn(4, 5),), dynamic_shapes=shapes, strict=True)
 
 
@@ -299,9 +287,7 @@ class ReturnInFirstStep(torch.nn.Module):
 @pytest.mark.parametrize("strict", MODES)
 def test_a_dimension_fixed_by_code_left_as_python_is_named(strict):
     """Torch names no frame when Python code fixes a dynamic dimension: the error points at what stayed Python."""
-    lines, first = inspect.getsourcelines(ReturnInFirstStep.forward)
-    line = first + next(k for k, src in enumerate(lines) if "for _ in range" in src)
     with pytest.raises(unbranch.UnbranchError, match="fixed a dimension declared dynamic.*a return") as info:
         with unbranch.torch_export_rewrite(rewrite=[ReturnInFirstStep.forward]):
             torch.export.export(ReturnInFirstStep(), (_rows(1, 2),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
-    assert (info.value.path, info.value.line) == (__file__, line)
+    assert (info.value.path, info.value.line) == (__file__, line_of(ReturnInFirstStep.forward, "for _ in range"))

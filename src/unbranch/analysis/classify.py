@@ -299,6 +299,13 @@ def _literal_kind(value: ast.expr) -> str:
     return "other"
 
 
+def _assigned_values(fn: ast.FunctionDef):
+    """The values ``fn``'s own assignments give (each element of ``a, b = 1, 2``)."""
+    for node in own_nodes(fn):
+        if isinstance(node, ast.Assign):
+            yield from node.value.elts if isinstance(node.value, ast.Tuple) else (node.value,)
+
+
 def _pairwise(node: ast.Assign) -> bool:
     """``a, b = 1, 2``: one target, a tuple of names as long as the tuple it is given."""
     if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Tuple) or not isinstance(node.value, ast.Tuple):
@@ -382,8 +389,10 @@ class Classifier:
     def _literal_flags(self, fn: ast.FunctionDef) -> set[str]:
         """Names that only ever take bool constants (or int constants and ``+= 1``), one of them
         under a tensor condition: ``found = True`` before a tensor ``break``. Under export such a
-        flag is set by a cond or carried by a loop, so it must be a tensor on every path
-        (``_ub.literal``); it is no longer plainly Python."""
+        flag is set by a cond or carried by a loop, which give it as a tensor (their ``literals``);
+        it is no longer plainly Python."""
+        if not any(_literal_kind(v) != "other" for v in _assigned_values(fn)):
+            return set()  # (the usual case: no walk classifying every test)
         taken: dict[str, set[str]] = {}
         decided: set[str] = set()
         handled: set[int] = set()

@@ -274,7 +274,7 @@ def _container(it, ctx) -> bool:
     if isinstance(it, (cst.List, cst.Tuple)):
         return True
     if isinstance(it, cst.Attribute) and isinstance(it.value, cst.Name) and it.value.value == ctx.self_name:
-        return ctx.self_name is not None
+        return True
     if isinstance(it, cst.Call) and isinstance(it.func, cst.Name):
         if it.func.value == "range":
             return True

@@ -141,6 +141,7 @@ class IfExpToCond(Pass):
         super().__init__(fn, ctx)
         self.bound: dict[int, set] = {}  # id of a conditional expression assigned as is -> the names it binds
         self.statements: set[int] = set()  # ids of those to become if statements (sides changing in place)
+        self.line: cst.SimpleStatementLine | None = None  # the statement line being visited
 
     @functools.cached_property
     def mutated(self) -> frozenset:
@@ -206,7 +207,7 @@ class IfExpToCond(Pass):
 
     def _alone(self, node: cst.IfExp) -> bool:
         """Is ``node`` the whole value of the one assignment of its line (``a = x if c else y``)?"""
-        only = self.line.body[0] if len(self.line.body) == 1 else None
+        only = self.line.body[0] if self.line is not None and len(self.line.body) == 1 else None
         return isinstance(only, cst.Assign) and only.value is node
 
     def leave_SimpleStatementLine(self, original, updated):
