@@ -36,7 +36,7 @@ from _common import machine, parse_floor, stats, write
 
 import unbranch
 
-# sources without these words are answered without parsing (unbranch.pipeline's shortcut)
+# sources without these words are answered without parsing (unbranch.compiler.pipeline's shortcut)
 _BRANCHY = re.compile(r"\b(if|for|while|assert)\b")
 
 
@@ -87,7 +87,7 @@ def measure(fn) -> dict:
     source = textwrap.dedent(inspect.getsource(fn))  # also reads the file into linecache for the cold call
     row["inspect"] = time.perf_counter() - start  # for reference: unbranch reads sources its own way
     row["branchy"] = bool(_BRANCHY.search(source))
-    unbranch.cache.clear()
+    unbranch.load.cache.clear()
     start = time.perf_counter()
     try:
         rm = unbranch.transform_method(fn, strict=False)
@@ -207,7 +207,7 @@ def profile(functions: list, n: int) -> dict:
     sample = functions[:: max(1, len(functions) // n)][:n]
     prof = cProfile.Profile()
     for fn in sample:
-        unbranch.cache.clear()
+        unbranch.load.cache.clear()
         prof.enable()
         try:
             unbranch.transform_method(fn, strict=False)

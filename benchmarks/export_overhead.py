@@ -114,7 +114,7 @@ def main() -> None:
 
     cold, warm = [], []
     for _ in range(5):
-        unbranch.cache.clear()
+        unbranch.load.cache.clear()
         cold.append(enter_exit(model))
         warm.extend(enter_exit(model) for _ in range(10))
     with unbranch.torch_export_rewrite(model) as report:

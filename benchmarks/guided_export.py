@@ -28,10 +28,10 @@ from _common import machine, write
 from torch.export import Dim
 
 import unbranch
-from unbranch import cache
-from unbranch._quiet import quiet
-from unbranch.failures import Site, is_user_file
-from unbranch.guided import Attempt, Guide
+from unbranch.exporting.failures import Site, is_user_file
+from unbranch.exporting.guided import Attempt, Guide
+from unbranch.exporting.quiet import quiet
+from unbranch.load import cache
 
 SITES = (1, 2, 4, 8)
 LAYERS = 24

@@ -2,7 +2,7 @@
 
 A context manager entered around every export calls ``transform_method`` again on the same
 functions; only the first call may pay for parsing and rewriting, the rest must be cache
-hits. Each cold call follows ``unbranch.cache.clear()``; the libcst parse + codegen of the
+hits. Each cold call follows ``unbranch.load.cache.clear()``; the libcst parse + codegen of the
 same source is the floor a call that rewrites cannot go below.
 
     python benchmarks/transform_method.py [--repeat 15]
@@ -47,7 +47,7 @@ def bench(fn, repeat: int) -> dict:
     source = textwrap.dedent(inspect.getsource(inspect.unwrap(fn)))
     cold, warm, floor = [], [], []
     for _ in range(repeat):  # interleaved, so a busy moment hits all three alike
-        unbranch.cache.clear()
+        unbranch.load.cache.clear()
         cold.append(timed(lambda: unbranch.transform_method(fn)))
         warm.extend(timed(lambda: unbranch.transform_method(fn)) for _ in range(20))
         floor.append(timed(lambda: parse_floor(source)))

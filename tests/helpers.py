@@ -6,7 +6,7 @@ import torch
 from torch.export import Dim
 
 import unbranch
-from unbranch.report import cond_nodes
+from unbranch.exporting.report import cond_nodes
 
 # (major, minor) of the torch installed: what an older release cannot export at all is its own limit
 TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])

@@ -8,7 +8,7 @@ import pytest
 import unbranch
 from unbranch.errors import UnbranchError
 from unbranch.hf import catalog, hooks
-from unbranch.rewriting import MODEL_OPTIONS
+from unbranch.load.rewriting import MODEL_OPTIONS
 
 ENTRIES = [(m, q, h) for m, entries in sorted(catalog.CATALOGUE.items()) for q, h in sorted(entries.items())]
 

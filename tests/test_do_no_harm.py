@@ -14,9 +14,9 @@ import torch
 from helpers import assert_same, count_conds
 
 import unbranch
-from unbranch.discovery import discover
+from unbranch.compiler.source import innermost_function
+from unbranch.exporting.discovery import discover
 from unbranch.hf.zoo import EXPORT_TODAY, MODELS
-from unbranch.source import innermost_function
 
 # discovery rewrites a method of these (a float16-only clamp; Whisper: a spec-augment helper
 # eval never calls; Blenderbot, Pegasus, M2M100: LayerDrop's `torch.rand([]) < self.layerdrop`,

@@ -14,7 +14,7 @@ from torch.export import Dim
 from torch.utils import _pytree as pytree
 
 import unbranch
-from unbranch.analysis.effects import block_effects
+from unbranch.compiler.analysis.effects import block_effects
 from unbranch.errors import UnbranchError
 
 MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]

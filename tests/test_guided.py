@@ -17,7 +17,7 @@ from otherlib import boxes, schedulers
 from torch.export import Dim
 
 import unbranch
-from unbranch import rewriting
+from unbranch.load import rewriting
 
 MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
@@ -350,7 +350,7 @@ def test_context_eager_and_second_export_after_a_guided_one(strict):
 
 def test_discovery_reaches_other_packages_and_objects():
     """Static discovery follows calls into other modules and into objects that are no modules."""
-    from unbranch.discovery import discover
+    from unbranch.exporting.discovery import discover
 
     assert {fn.__qualname__ for fn, _ in discover(HelperInOtherPackage())} == {"clip_boxes"}
     assert {fn.__qualname__ for fn, _ in discover(HoldsAnObject())} == {"Clipper.apply"}

@@ -1,4 +1,4 @@
-"""The package's shape: no import cycle, the compiler independent of the transformers integration.
+"""The package's shape: no import cycle, parts that import only downwards, the root only the public face.
 
 The graph is read from the source (``import`` statements anywhere in a module, function
 bodies included), so a lazy import that only hides a cycle counts as the cycle it is.
@@ -10,10 +10,6 @@ import pathlib
 import unbranch
 
 SRC = pathlib.Path(unbranch.__file__).parent.parent
-# the front doors put the compiler and the hf integration together: the package namespace
-# (``unbranch.code_needing_rewriting``, and importing it registers the transformers catalogue)
-# and the command line (whose validate/sweep/emit commands are hf tools)
-FRONT_DOORS = {"unbranch", "unbranch.cli"}
 
 
 def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
@@ -78,7 +74,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_graph_reader_sees_function_level_imports_and_cycles():
     graph = import_graph()
     assert "unbranch.runtime.source_map" in graph["unbranch.runtime._tracing"]  # imported inside a function
-    assert "unbranch.rewriting" in graph["unbranch.discovery"]
+    assert "unbranch.load.rewriting" in graph["unbranch.exporting.discovery"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
@@ -87,13 +83,94 @@ def test_no_import_cycle():
     assert find_cycle(import_graph()) is None
 
 
-def test_compiler_never_imports_the_hf_integration():
-    hf = [
-        (name, sorted(e for e in edges if e == "unbranch.hf" or e.startswith("unbranch.hf.")))
-        for name, edges in import_graph().items()
-        if name not in FRONT_DOORS and not (name == "unbranch.hf" or name.startswith("unbranch.hf."))
+# the package's parts, lowest first: a module imports its own part and the parts below it, never one
+# beside or above it (the root holds only the public face; the integration sits above what it uses)
+PARTS = [
+    ("unbranch.errors", "unbranch.version"),
+    ("unbranch.runtime",),  # what rewritten code calls
+    ("unbranch.compiler",),  # a function's source in, its rewritten source out
+    ("unbranch.load",),  # the rewritten code into the running program
+    ("unbranch.exporting",),  # the export session
+    ("unbranch.api",),
+    ("unbranch.onnx",),
+    ("unbranch.hf",),  # the transformers integration
+    ("unbranch.cli", "unbranch"),  # the front doors put the rest together
+    ("unbranch.__main__",),
+]
+# inside the compiler, lowest first: facts, then the plumbing passes share, then the lowering
+# helpers, the canonical forms, the rules, and the pipeline that lists them
+COMPILER = [
+    ("analysis", "origins", "source"),
+    ("passes", "context", "emit", "callees"),
+    ("lower",),
+    ("normalise",),
+    ("rules",),
+    ("pipeline",),
+]
+
+
+def _rank(name: str, parts) -> tuple[int, str] | None:
+    """(level, part) of a module: the longest part that is it or holds it."""
+    found = [
+        (len(part), level, part)
+        for level, names in enumerate(parts)
+        for part in names
+        if name == part or name.startswith(part + ".")
     ]
-    assert [(name, found) for name, found in hf if found] == []
+    return max(found)[1:] if found else None
+
+
+def _upward(graph, parts, inside: str = "") -> list[tuple[str, str]]:
+    def rank(name):
+        return _rank(name[len(inside) :] if inside else name, parts)
+
+    wrong = []
+    for name, edges in graph.items():
+        if inside and not name.startswith(inside):
+            continue
+        mine = rank(name)
+        for edge in edges:
+            if inside and not edge.startswith(inside):
+                continue
+            theirs = rank(edge)
+            if mine is None or theirs is None:
+                wrong.append((name, edge))  # a module no part holds
+            elif theirs[1] != mine[1] and theirs[0] >= mine[0]:
+                wrong.append((name, edge))
+    return sorted(wrong)
+
+
+def test_every_import_runs_down_the_parts():
+    assert _upward(import_graph(), PARTS) == []
+
+
+def test_the_compiler_reads_as_its_pipeline():
+    assert _upward(import_graph(), COMPILER, inside="unbranch.compiler.") == []
+
+
+def test_the_root_holds_only_the_public_face():
+    root = {name for name in _modules() if name.count(".") == 1 or name == "unbranch"}
+    packages = {name for name, (_, is_package) in _modules().items() if is_package and name.count(".") == 1}
+    assert root - packages == {
+        "unbranch",
+        "unbranch.__main__",
+        "unbranch.api",
+        "unbranch.cli",
+        "unbranch.errors",
+        "unbranch.onnx",
+        "unbranch.version",
+    }
+    assert packages == {"unbranch.compiler", "unbranch.load", "unbranch.exporting", "unbranch.runtime", "unbranch.hf"}
+
+
+def test_the_layout_check_finds_what_runs_up():
+    graph = {"unbranch.runtime.loops": {"unbranch.compiler.pipeline"}, "unbranch.api": {"unbranch.load.swap"}}
+    assert _upward(graph, PARTS) == [("unbranch.runtime.loops", "unbranch.compiler.pipeline")]
+    graph = {"unbranch.compiler.normalise.x": {"unbranch.compiler.rules._checks", "unbranch.compiler.passes"}}
+    assert _upward(graph, COMPILER, inside="unbranch.compiler.") == [
+        ("unbranch.compiler.normalise.x", "unbranch.compiler.rules._checks")
+    ]
+    assert _upward({"unbranch.api": {"unbranch.onnx"}}, PARTS) == [("unbranch.api", "unbranch.onnx")]
 
 
 def test_every_module_says_why_it_exists():

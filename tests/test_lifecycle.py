@@ -99,7 +99,7 @@ class Layered(torch.nn.Module):
 
 
 def test_discovery_follows_helpers_three_calls_deep():
-    from unbranch.discovery import discover
+    from unbranch.exporting.discovery import discover
 
     assert [fn.__qualname__ for fn, hooks in discover(Layered())] == ["Layered.helper", "Layered._deep"]
 

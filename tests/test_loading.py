@@ -12,7 +12,8 @@ from helpers import count_conds, export_rewritten
 from torch.export import Dim
 
 import unbranch
-from unbranch import UnbranchError, cache
+from unbranch import UnbranchError
+from unbranch.load import cache
 
 MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
@@ -173,8 +174,8 @@ def test_stack_trace_of_exported_nodes_shows_rewritten_lines():
 def test_cache_hit_skips_parsing(monkeypatch):
     cache.clear()
     calls = []
-    real = unbranch.rewriting.compile_source
-    monkeypatch.setattr(unbranch.rewriting, "compile_source", lambda *a: calls.append(a) or real(*a))
+    real = unbranch.load.rewriting.compile_source
+    monkeypatch.setattr(unbranch.load.rewriting, "compile_source", lambda *a: calls.append(a) or real(*a))
     first = unbranch.transform_method(Base.forward)
     second = unbranch.transform_method(Base.forward)
     assert len(calls) == 1 and second.code_object is first.code_object
@@ -220,8 +221,8 @@ def _twins(tmp_path):
 
 def _counting_compiles(monkeypatch) -> list:
     calls = []
-    real = unbranch.rewriting.compile_source
-    monkeypatch.setattr(unbranch.rewriting, "compile_source", lambda *a: calls.append(a) or real(*a))
+    real = unbranch.load.rewriting.compile_source
+    monkeypatch.setattr(unbranch.load.rewriting, "compile_source", lambda *a: calls.append(a) or real(*a))
     return calls
 
 

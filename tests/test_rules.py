@@ -7,9 +7,10 @@ import pytest
 import torch
 
 import unbranch
-from unbranch import UnbranchError, pipeline, runtime
-from unbranch.passes import Refused, Rewrite, Unchanged
-from unbranch.pipeline import PASSES
+from unbranch import UnbranchError, runtime
+from unbranch.compiler import pipeline
+from unbranch.compiler.passes import Refused, Rewrite, Unchanged
+from unbranch.compiler.pipeline import PASSES
 
 
 def _examples():

@@ -199,7 +199,7 @@ def test_walrus_in_a_side_stays_python():
 def test_screen_reports_ifexp():
     import ast
 
-    from unbranch.analysis.classify import Classifier
+    from unbranch.compiler.analysis.classify import Classifier
 
     def kinds(src):
         fn = ast.parse(src).body[0]
@@ -211,8 +211,8 @@ def test_screen_reports_ifexp():
 
 
 def test_shape_conditions_off_leaves_size_ternaries():
-    from unbranch.pipeline import Options, compile_source
-    from unbranch.source import SourceInfo
+    from unbranch.compiler.pipeline import Options, compile_source
+    from unbranch.compiler.source import SourceInfo
 
     src = "def forward(self, x):\n    return x * 2 if x.shape[0] > 3 else -x\n"
     info = SourceInfo("<string>", 1, src, "<source>")

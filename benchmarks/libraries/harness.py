@@ -27,10 +27,10 @@ from torch.fx.experimental.symbolic_shapes import is_concrete_int
 from torch.utils import _pytree as pytree
 
 import unbranch
-from unbranch._quiet import quiet
-from unbranch.failures import kind_of
+from unbranch.exporting.failures import kind_of
+from unbranch.exporting.quiet import quiet
+from unbranch.exporting.report import cond_nodes, observe_branches
 from unbranch.hf.validate import Result, _tensor_sites, _where, error_line, max_diff
-from unbranch.report import cond_nodes, observe_branches
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 from .api import export, rewrite_source, torch_export_rewrite, transform_method
 from .errors import UnbranchError
+from .exporting.report import Report, observe_branches, report_of
 from .hf.catalog import code_needing_rewriting
-from .report import Report, observe_branches, report_of
-from .rewriting import RewrittenMethod
+from .load.rewriting import RewrittenMethod
 from .version import VERSION as __version__
 
 __all__ = [

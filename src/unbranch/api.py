@@ -7,8 +7,10 @@ import textwrap
 
 import torch
 
-from . import rewriting
-from .arguments import (
+from .compiler.pipeline import Options, compile_source
+from .compiler.source import SourceInfo, innermost_function
+from .errors import UnbranchError
+from .exporting.arguments import (
     CONTEXT_KEYWORDS,
     TRANSFORM_KEYWORDS,
     check_arguments,
@@ -18,13 +20,11 @@ from .arguments import (
     check_type,
     targets,
 )
-from .errors import UnbranchError
-from .guided import Guide
-from .pipeline import Options, compile_source
-from .report import Report, remember, say
-from .rewriting import RewrittenMethod
-from .session import session
-from .source import SourceInfo, innermost_function
+from .exporting.guided import Guide
+from .exporting.report import Report, remember, say
+from .exporting.session import session
+from .load import rewriting
+from .load.rewriting import RewrittenMethod
 
 
 def export(mod, args=(), kwargs=None, *, dynamic_shapes=None, strict: bool = False, **options):

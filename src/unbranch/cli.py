@@ -312,7 +312,7 @@ def emit(directory: str) -> list[str]:
 
     from .api import transform_method
     from .hf.catalog import CATALOGUE, RECIPES, recipe_entries, recipe_modules, resolve
-    from .rewriting import MODEL_OPTIONS
+    from .load.rewriting import MODEL_OPTIONS
 
     planned, stale = [], []
 

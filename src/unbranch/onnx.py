@@ -24,8 +24,8 @@ import warnings
 
 import torch
 
-from ._quiet import quiet
 from .errors import UnbranchError
+from .exporting.quiet import quiet
 
 # float32 values at or above this round to float16 infinity (round to nearest even past 65504)
 FLOAT16_OVERFLOW = 65520.0

@@ -20,8 +20,8 @@ import warnings
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import discovery
 from ..errors import UnbranchError
+from ..exporting import discovery
 from . import hooks
 
 _M = "transformers.models."
@@ -267,7 +267,7 @@ def stale_reason(module: str, qualname: str, entry_hooks: dict) -> str:
     """Why the hooks of ``module:qualname`` no longer apply to the installed code ("" when they do)."""
     if (module, qualname) not in STALE:
         from ..api import transform_method
-        from ..rewriting import MODEL_OPTIONS
+        from ..load.rewriting import MODEL_OPTIONS
 
         why = ""
         if entry_hooks:

@@ -11,7 +11,7 @@ plain Python in transformers, as the catalogued rewrites in rewrites/ show them.
 
 from __future__ import annotations
 
-from ..analysis import classify
+from ..compiler.analysis import classify
 
 TRANSFORMERS = classify.Hints(
     flag_prefixes=("use_", "output_", "return_", "is_", "has_", "do_", "should_", "need_", "with_"),

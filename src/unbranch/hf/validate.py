@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch.utils import _pytree as pytree
 
-from .._quiet import quiet
 from ..api import export
-from ..failures import kind_of
-from ..report import cond_nodes, observe_branches, report_of
+from ..exporting.failures import kind_of
+from ..exporting.quiet import quiet
+from ..exporting.report import cond_nodes, observe_branches, report_of
 from .catalog import stale_entries
 from .zoo import MODELS
 

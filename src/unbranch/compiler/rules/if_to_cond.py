@@ -29,21 +29,11 @@ from ..analysis.effects import block_effects, closures
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surroundings
 from ..analysis.names import block_writes, param_names
-from ..normalise.boolean_ops import runtime_predicate
+from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
+from ..lower.predicates import runtime_predicate
 from ..passes import Cannot, Pass, Refused, Rewrite, Unchanged
+from ._checks import binds_python_values, blockers, holds_unconverted, lost_effect
 from ._loops import indexed_by_test
-from ._util import (
-    binds_python_values,
-    blockers,
-    branch_def,
-    call_statement,
-    explicit_super,
-    holds_unconverted,
-    in_order,
-    keyword,
-    lost_effect,
-    tuple_node,
-)
 
 
 @dataclass(frozen=True)

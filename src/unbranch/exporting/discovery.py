@@ -22,12 +22,12 @@ import types
 
 import torch
 
-from . import cache
-from .analysis.classify import Classifier
-from .errors import UnbranchError
+from ..compiler.analysis.classify import Classifier
+from ..compiler.source import get_source, innermost_function
+from ..errors import UnbranchError
+from ..load import cache
+from ..load.rewriting import is_method
 from .failures import is_user_file
-from .rewriting import is_method
-from .source import get_source, innermost_function
 
 # lookups (a class -> rewrite specs, or None) that integrations register: unbranch.hf.catalog's
 # transformers catalogue; the compiler itself knows no model library

@@ -26,16 +26,16 @@ def runtime_predicate(expr: cst.BaseExpression, ctx) -> cst.BaseExpression:
         if kind(expr.left) == STATIC:
             return expr.with_changes(right=right)
         helper = "and_" if isinstance(expr.operator, cst.And) else "or_"
-        left = _bare(runtime_predicate(expr.left, ctx))
+        left = bare(runtime_predicate(expr.left, ctx))
         if expr_effects(right)[1]:
             call = _eager_right(helper, left, right, ctx)
         else:
-            call = ctx.runtime_call(helper, left, cst.Lambda(cst.Parameters(), _bare(right)))
+            call = ctx.runtime_call(helper, left, cst.Lambda(cst.Parameters(), bare(right)))
         return call.with_changes(lpar=expr.lpar, rpar=expr.rpar) if expr.lpar else call
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
         if kind(expr.expression) == STATIC:
             return expr
-        return ctx.runtime_call("not_", _bare(runtime_predicate(expr.expression, ctx)))
+        return ctx.runtime_call("not_", bare(runtime_predicate(expr.expression, ctx)))
     return expr
 
 
@@ -44,12 +44,12 @@ def _eager_right(helper: str, left, right, ctx) -> cst.Call:
     temp = cst.Name(ctx.namer.new(f"{ctx.runtime}_left"))
     op = cst.SimpleString(f'"{helper.rstrip("_")}"')
     needed = ctx.runtime_call("right_needed", temp, op)
-    given = ctx.runtime_call("given", _bare(right))
+    given = ctx.runtime_call("given", bare(right))
     lazy = cst.IfExp(test=needed, body=given, orelse=cst.Name("None"))
     return ctx.runtime_call(helper, cst.NamedExpr(temp, left), lazy)
 
 
-def _bare(e):
+def bare(e):
     """Drop redundant parentheses: the value becomes a call argument."""
     if isinstance(e, (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison, cst.BinaryOperation)) and e.lpar:
         return e.with_changes(lpar=[], rpar=[])

@@ -9,11 +9,12 @@ import types
 from dataclasses import dataclass
 from functools import cached_property
 
-from . import cache, loader, runtime
-from .analysis.classify import hints_for
-from .callees import Callees
-from .pipeline import Compiled, Options, compile_source
-from .source import SourceInfo, get_source
+from .. import runtime
+from ..compiler.analysis.classify import hints_for
+from ..compiler.callees import Callees
+from ..compiler.pipeline import Compiled, Options, compile_source
+from ..compiler.source import SourceInfo, get_source
+from . import cache, loader
 from .swap import original_code
 
 # how torch_export_rewrite(model) rewrites what discovery and the catalogue name: never an

@@ -15,15 +15,15 @@ import functools
 import types
 from dataclasses import dataclass, field
 
-from ._quiet import quiet
-from .errors import UnbranchError, runtime_failure
-from .failures import GENERATED, GuardLog, Site, kind_of, sites
+from ..compiler.source import innermost_function
+from ..errors import UnbranchError
+from ..load.rewriting import RewrittenMethod, options_for, rewrite
+from ..load.swap import original_code, swapped_in
+from ..runtime import source_map
+from ..runtime.control_flow import rejection
+from .failures import GENERATED, GuardLog, Site, kind_of, runtime_failure, sites
 from .locate import Nested, code_at, function_for
-from .rewriting import RewrittenMethod, options_for, rewrite
-from .runtime import source_map
-from .runtime.control_flow import rejection
-from .source import innermost_function
-from .swap import original_code, swapped_in
+from .quiet import quiet
 
 MAX_ATTEMPTS = 16  # an export that needs more functions rewritten than this is not converging
 

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..errors import UnbranchError
+from ..runtime import source_map
+
 # what torch raises when Python needs a value that is data while it traces (a branch, ``int(t)``,
 # ``bool(t)``), or when a branch on a size narrowed or fixed a dimension declared dynamic
 _DATA = re.compile(
@@ -251,3 +254,38 @@ class GuardLog(logging.Filter):
         for site in chosen:
             out.setdefault(site.key(), site)
         return list(out.values())
+
+
+# what runtime._tracing.fail raises under dynamo, as dynamo quotes it: "unbranch: <message> [<construct>]"
+_RUNTIME_FAILURE = re.compile(r"unbranch: (.*?\])[\"']\)")
+
+
+def runtime_failure(e: BaseException) -> UnbranchError | None:
+    """The runtime's own error inside what strict export raised ("Observed exception"), as UnbranchError.
+
+    Under dynamo the runtime can only raise a builtin ``RuntimeError("unbranch: ...")``; torch
+    wraps it, and the user would see dynamo's generic message instead of the reason.
+    """
+    if isinstance(e, UnbranchError):
+        return None
+    seen = e
+    while seen is not None:
+        found = _RUNTIME_FAILURE.search(str(seen))
+        if found:
+            message, _, construct = _placed(found.group(1), seen).rpartition(" [")
+            return UnbranchError.placed(message, construct.rstrip("]"))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _placed(message: str, exc: BaseException) -> str:
+    """Under dynamo the runtime cannot see its caller ("this line"); dynamo's user stack can."""
+    if _UNPLACED not in message:
+        return message
+    frames = [f for f in getattr(exc, "real_stack", None) or () if f.filename.startswith("unbranch:")]
+    if not frames:
+        return message
+    return message.replace(_UNPLACED, source_map.describe(frames[-1].filename, frames[-1].lineno))
+
+
+_UNPLACED = "this line"  # runtime._tracing.origin_of_caller under dynamo

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from ..errors import UnbranchError
 from .analysis.classify import SHAPE, STATIC, Classifier
 from .analysis.effects import closures
-from .errors import UnbranchError
 from .origins import Origins
 from .source import SourceInfo
 

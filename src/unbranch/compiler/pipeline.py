@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from ..errors import UnbranchError
 from .analysis.classify import Classifier
 from .context import Context, Namer, taken_names
-from .errors import UnbranchError
 from .normalise.condition_forms import ConditionForms
 from .normalise.early_return import EarlyReturn
 from .normalise.elif_chain import ElifChain

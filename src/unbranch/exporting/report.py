@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .rewriting import RewrittenMethod
-from .runtime import control_flow, source_map
+from ..load.rewriting import RewrittenMethod
+from ..runtime import control_flow, source_map
 
 
 def cond_nodes(ep) -> list:
@@ -57,7 +57,7 @@ class Report:
 
     def applied(self):
         """A context running the rewritten functions in place of the originals (eager runs see each side taken)."""
-        from .swap import swapped_in
+        from ..load.swap import swapped_in
 
         return swapped_in(self.rewritten)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .version import VERSION
+from ..version import VERSION
 
 _BY_SOURCE: dict[str, tuple] = {}
 _BY_CODE: dict[tuple, object] = {}

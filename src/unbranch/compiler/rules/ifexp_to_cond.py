@@ -33,11 +33,11 @@ import libcst as cst
 from ..analysis.classify import STATIC
 from ..analysis.effects import alias_roots, block_effects
 from ..analysis.names import target_names
-from ..normalise.boolean_ops import _bare, runtime_predicate
+from ..lower.build import explicit_super
+from ..lower.predicates import bare, runtime_predicate
 from ..normalise.condition_forms import ConditionForms
 from ..passes import Pass, Refused, Rewrite, Unchanged
 from ._loops import indexed_by_test
-from ._util import explicit_super
 
 _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 _DISPLAYS = (cst.Tuple, cst.List, cst.Set, cst.Dict)
@@ -197,7 +197,7 @@ class IfExpToCond(Pass):
         sides = indexed_by_test(explicit_super([updated.body, updated.orelse], ctx), updated.test, ctx)
         then, orelse = (_unwrapped(side) for side in sides)
         call = ctx.runtime_call(
-            "if_exp", _bare(test), cst.Lambda(cst.Parameters(), then), cst.Lambda(cst.Parameters(), orelse)
+            "if_exp", bare(test), cst.Lambda(cst.Parameters(), then), cst.Lambda(cst.Parameters(), orelse)
         )
         ctx.note(original, "cond", "conditional expression -> _ub.if_exp")
         return call  # (a call needs no parentheses of its own)

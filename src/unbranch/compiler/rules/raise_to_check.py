@@ -25,10 +25,10 @@ from ..analysis.classify import STATIC
 from ..analysis.liveness import analyse_function, orelse_body
 from ..analysis.names import block_reads, block_writes, expr_reads
 from ..context import Note
-from ..normalise.boolean_ops import runtime_predicate
+from ..lower.build import in_order
+from ..lower.predicates import runtime_predicate
 from ..normalise.condition_forms import ConditionForms
 from ..passes import Pass, Rewrite, Unchanged
-from ._util import in_order
 
 
 class RaiseToCheck(Pass):

@@ -37,9 +37,9 @@ import libcst as cst
 from ..analysis.effects import block_effects
 from ..analysis.liveness import surroundings
 from ..analysis.names import block_writes, expr_reads
+from ..lower.build import tuple_node
 from ..passes import Rewrite, Unchanged
 from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal, as_written
-from ._util import tuple_node
 
 
 @dataclass(frozen=True)

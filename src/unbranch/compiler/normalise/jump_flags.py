@@ -32,7 +32,7 @@ import libcst as cst
 from ..analysis.classify import SHAPE, TENSOR
 from ..analysis.liveness import orelse_body
 from ..analysis.names import block_writes, expr_reads, target_names
-from ..normalise.boolean_ops import runtime_predicate
+from ..lower.predicates import runtime_predicate
 from ..passes import Pass, Rewrite, Unchanged
 
 BREAK, CONTINUE, RETURN = "break", "continue", "return"

@@ -36,8 +36,8 @@ from ..analysis.effects import mutated_parameters
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, orelse_body
 from ..analysis.names import block_declared, block_writes, param_names
+from ..lower.build import branch_def, call_statement, explicit_super, in_order
 from ..passes import Pass, Rewrite, Unchanged
-from ..rules._util import branch_def, call_statement, explicit_super, in_order
 
 
 def _needs_tail(s, ctx) -> bool:

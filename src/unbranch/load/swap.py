@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import types
 
+from ..runtime._tracing import as_torch_has_it, checks_kept
 from . import loader
-from .runtime._tracing import as_torch_has_it, checks_kept
 
 # functions whose __code__ is swapped right now -> their original code object
 _ORIGINAL_CODE: dict[types.FunctionType, types.CodeType] = {}

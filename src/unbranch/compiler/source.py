@@ -9,7 +9,7 @@ import textwrap
 import types
 from dataclasses import dataclass
 
-from .errors import UnbranchError
+from ..errors import UnbranchError
 
 
 @dataclass(frozen=True)

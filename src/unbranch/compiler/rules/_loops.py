@@ -19,9 +19,10 @@ from ..analysis.effects import block_effects, closures
 from ..analysis.liveness import analyse_function, live_in
 from ..analysis.names import block_writes, expr_reads
 from ..context import taken_names
+from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
 from ..origins import Inheriting
 from ..passes import Pass
-from ._util import blockers, branch_def, call_statement, explicit_super, in_order, keyword, lost_effect, tuple_node
+from ._checks import blockers, lost_effect
 
 
 @dataclass(frozen=True)

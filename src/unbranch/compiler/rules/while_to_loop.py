@@ -21,11 +21,11 @@ import libcst as cst
 
 from ..analysis.classify import own_nodes
 from ..analysis.names import expr_reads, target_names
-from ..normalise.boolean_ops import runtime_predicate
+from ..lower.build import tuple_node
+from ..lower.predicates import runtime_predicate
 from ..normalise.condition_forms import ConditionForms
 from ..passes import Rewrite, Unchanged
 from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal
-from ._util import tuple_node
 
 
 def _counters(loop: ast.While | None, names) -> set[str]:

@@ -10,19 +10,19 @@ import warnings
 
 import torch
 
-from ._quiet import quiet
+from ..compiler.source import innermost_function
+from ..errors import UnbranchError
+from ..load.rewriting import MODEL_OPTIONS, options_for, rewrite
+from ..load.swap import swapped_in, swapped_out
+from ..runtime import _tracing
+from ..runtime import loops as _loops
+from ..runtime.control_flow import torch_limit
 from .arguments import HOOKS
 from .discovery import discover
-from .errors import UnbranchError, runtime_failure
-from .failures import GENERATED, kind_of, sites
+from .failures import GENERATED, kind_of, runtime_failure, sites
 from .guided import Guide, first_line, why_left
+from .quiet import quiet
 from .report import Report, dump, say
-from .rewriting import MODEL_OPTIONS, options_for, rewrite
-from .runtime import _tracing
-from .runtime import loops as _loops
-from .runtime.control_flow import torch_limit
-from .source import innermost_function
-from .swap import swapped_in, swapped_out
 
 
 def plan(named: list, models: list, strict: bool) -> Report:

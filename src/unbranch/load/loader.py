@@ -13,11 +13,11 @@ import ast
 import linecache
 import types
 
-from . import runtime
-from .emit import SourceMap
-from .errors import UnbranchError
-from .runtime import source_map
-from .source import SourceInfo
+from .. import runtime
+from ..compiler.emit import SourceMap
+from ..compiler.source import SourceInfo
+from ..errors import UnbranchError
+from ..runtime import source_map
 
 _DEF_NAME = "__unbranch_def__"
 

@@ -16,7 +16,7 @@ import sys
 import types
 from dataclasses import dataclass
 
-from .swap import original_code
+from ..load.swap import original_code
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import UnbranchError
+from ..errors import UnbranchError
 
 TRANSFORM_KEYWORDS = (
     "func",
@@ -122,7 +122,7 @@ def targets(rewrite) -> tuple[list[tuple[object, dict]], list[torch.nn.Module]]:
 
 def check_target(target, max_loop_iterations) -> None:
     """``target`` is None or a deployment target the runtime knows; the bound a positive int."""
-    from .runtime.loops import TARGETS
+    from ..runtime.loops import TARGETS
 
     if target is not None and target not in TARGETS:
         raise UnbranchError(

@@ -1,0 +1,1 @@
+"""What the passes share to build lowered code: runtime predicates and branch functions."""

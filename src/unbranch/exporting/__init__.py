@@ -1,0 +1,1 @@
+"""The export session: the context, torch-guided retries, discovery, failures and reports."""

@@ -1,0 +1,1 @@
+"""Compiled rewrites into the running program: compile, cache, swap code objects in and out."""
