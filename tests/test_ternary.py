@@ -200,10 +200,13 @@ def test_screen_reports_ifexp():
     import ast
 
     from unbranch.compiler.analysis.classify import Classifier
+    from unbranch.compiler.pipeline import PASSES
+
+    every = frozenset().union(*(step.HANDLES for step in PASSES))
 
     def kinds(src):
         fn = ast.parse(src).body[0]
-        return Classifier.for_function(fn).candidates(fn)
+        return {kind.name for kind in Classifier.for_function(fn).candidates(fn, every)}
 
     assert kinds("def f(self, x):\n    return x if x.sum() > 0 else -x\n") == {"ifexp"}
     assert kinds("def f(self, x, m=None):\n    return x if m is None else -x\n") == set()

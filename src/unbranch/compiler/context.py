@@ -64,7 +64,6 @@ class Context:
     filter_node: Callable | None = None
     strict: bool = False  # raise on a construct with a tensor condition that cannot be converted
     shape_conditions: bool = True  # dispatch ifs on sizes alone (else they stay plain Python)
-    lengths: bool = False  # len(t) may give a symbolic length (normalise/lengths)
     self_name: str | None = None
     mutating_helpers: object = field(default_factory=dict)  # callee text -> argument positions it changes (.get)
     function: cst.FunctionDef | None = None  # as parsed, before any pass

@@ -3,7 +3,7 @@
 A pass is a subclass of ``Pass`` in its own module, listed once in ``pipeline.PASSES``:
 
     class IfToCond(Pass):
-        HANDLES = {"if"}          # the screen must have found such a candidate for it to run
+        HANDLES = {IF}            # the screen must have found such a candidate for it to run
         NEEDS = ("liveness",)     # analyses computed on the tree the pass gets (self.facts)
         EXAMPLES = [Rewrite(...), Unchanged(...), Refused(...)]
         def leave_If(self, original, updated): ...
@@ -16,12 +16,14 @@ stands for the node it replaces), and the refusal policy (``leave_as_python``).
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import libcst as cst
 
-from .analysis.classify import TENSOR, UNKNOWN
+from .analysis.classify import STATIC, TENSOR, UNKNOWN
 from .analysis.liveness import analyse_function
 from .analysis.names import expr_reads
 from .origins import Inheriting
@@ -50,16 +52,53 @@ class Refused:
     message: str
 
 
+@dataclass(frozen=True)
+class Kind:
+    """A construct passes rewrite, as the screen finds it before libcst parses anything.
+
+    ``word``: a pattern the source must contain for one to be there (no parse at all without);
+    ``nodes``: the ``ast`` node types it can be; ``finds(node, classifier)``: is this node one
+    (cheap, and generous: the passes decide). A pass lists the kinds it handles in ``HANDLES``;
+    the pipeline screens for the kinds of the passes it runs, so a new construct declares its
+    kind here or in its own module and is screened for from its ``PASSES`` line.
+    """
+
+    name: str
+    word: str
+    nodes: tuple[type, ...]
+    finds: Callable[[ast.AST, object], bool]
+
+
+def conditional(node, classifier) -> bool:
+    """An ``if``/``while``/``assert``/conditional expression whose test is not plainly Python."""
+    return classifier.kind(node.test) != STATIC
+
+
+def _loop(node, classifier) -> bool:
+    return classifier.loop_candidate(node.iter) if isinstance(node, ast.For) else conditional(node, classifier)
+
+
+def _ifexp(node, classifier) -> bool:
+    if isinstance(node, ast.Lambda):  # (IfExpToCond enters lambdas; the screen's walk does not)
+        return any(isinstance(n, ast.IfExp) and conditional(n, classifier) for n in ast.walk(node.body))
+    return conditional(node, classifier)
+
+
+IF = Kind("if", r"\bif\b", (ast.If,), conditional)
+LOOP = Kind("loop", r"\b(?:for|while)\b", (ast.For, ast.While), _loop)
+IFEXP = Kind("ifexp", r"\bif\b", (ast.IfExp, ast.Lambda), _ifexp)
+
+
 class Cannot(Exception):
     """Raised while planning a conversion: the construct stays Python, ``str(e)`` says why."""
 
 
 class Pass(Inheriting):
-    HANDLES: ClassVar[frozenset[str]] = frozenset()  # candidate kinds: "if", "loop", "assert", "ifexp"
+    HANDLES: ClassVar[frozenset[Kind]] = frozenset()  # the kinds of candidate it runs for
     NEEDS: ClassVar[tuple[str, ...]] = ()  # "liveness": self.facts for the tree this pass gets
     EXAMPLES: ClassVar[list] = []
     EXPRESSIONS: ClassVar[bool] = False  # True: the pass looks inside simple statements too
-    OPTIONS: ClassVar[dict] = {}  # compiler options its EXAMPLES need (a pass only some callers ask for)
+    OPTIONS: ClassVar[dict] = {}  # compiler options it runs under (a pass only some callers ask for)
 
     def __init__(self, fn: cst.FunctionDef, ctx) -> None:
         super().__init__(ctx.origins)

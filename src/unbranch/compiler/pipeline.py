@@ -1,12 +1,16 @@
 """The compiler, top to bottom: parse -> normalise -> rules -> emit.
 
 Each pass is a ``passes.Pass`` subclass: ``apply(fn, ctx) -> fn``, run only when the screen
-found a candidate it handles. Analyses a pass declares are computed on the tree it gets.
+found a candidate of a kind it handles (``HANDLES``) and the options are those it runs under
+(``OPTIONS``). The screen is derived from the passes: the words their kinds need in the text,
+then their candidates on the ``ast``; libcst parses only functions that have one. Analyses a
+pass declares are computed on the tree it gets.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -84,16 +88,29 @@ class Compiled:
     callees: dict = field(default_factory=dict)  # what the helpers it calls change in place, as used
 
 
-_NOTHING_TO_DO = re.compile(r"\b(if|for|while|assert)\b")
-_LEN = re.compile(r"\blen\(")
+@functools.cache
+def _screen(steps: tuple) -> tuple[re.Pattern, frozenset]:
+    """What the text must contain for one of ``steps`` to have work, and the kinds they handle."""
+    kinds = frozenset().union(*(step.HANDLES for step in steps))
+    return re.compile("|".join(sorted({kind.word for kind in kinds}))), kinds
+
+
+def _steps(options: Options, skip: tuple) -> tuple:
+    """The passes that run under ``options``, in order."""
+    return tuple(
+        step
+        for step in PASSES
+        if step not in skip and all(getattr(options, key) == value for key, value in step.OPTIONS.items())
+    )
 
 
 def compile_source(
     info: SourceInfo, options: Options, global_names=(), mutating_helpers=None, skip: tuple = ()
 ) -> Compiled:
     hooked = options.pre_rewriter is not None or options.post_rewriter is not None
-    lengths = options.lengths and _LEN.search(info.text) is not None
-    if not hooked and not lengths and not _NOTHING_TO_DO.search(info.text):
+    steps = _steps(options, skip)
+    screen, kinds = _screen(steps)
+    if not hooked and not screen.search(info.text):
         return Compiled(info.text, False, [], "_ub")  # no parse needed for a function without ifs
     try:
         tree = ast.parse(info.text)
@@ -109,7 +126,7 @@ def compile_source(
     classifier = Classifier.for_function(
         fn_ast, is_method=options.is_method, path=info.path, annotations=options.annotations
     )
-    wanted = classifier.candidates(fn_ast) | ({"len"} if lengths else set())
+    wanted = classifier.candidates(fn_ast, kinds)
     if not hooked and not wanted:
         return Compiled(info.text, False, [], "_ub")  # nothing to rewrite: libcst never runs
     module = cst.parse_module(info.text)
@@ -127,7 +144,6 @@ def compile_source(
         filter_node=options.filter_node,
         strict=options.strict,
         shape_conditions=options.shape_conditions,
-        lengths=options.lengths,
         self_name=classifier.self_name,
         function=fn,
         origins=origins,
@@ -138,8 +154,8 @@ def compile_source(
         new = _hook(options.pre_rewriter, new, info, "pre_rewriter")
         if origins.line(new) is None:  # the hook rebuilt the tree: its statements need their lines again
             origins.adopt(new, module.with_changes(body=[new, *module.body[1:]]).code, info.text)
-    for step in PASSES:
-        if step not in skip and (hooked or wanted & step.HANDLES):
+    for step in steps:
+        if hooked or wanted & step.HANDLES:
             new = step.apply(new, ctx)
     if ctx.flags_left_python and JumpFlags not in skip:
         # jumps lowered to flags that an if left as Python then tests: under export that if would

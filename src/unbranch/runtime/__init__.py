@@ -5,38 +5,12 @@ helpers. Each helper takes a plain Python path unless torch is tracing and the v
 symbolic, so eager runs of rewritten code stay exact and cheap.
 """
 
-from .checks import raise_if, unconverted
-from .conditions import all_, any_, bool_, equal, float_, in_, int_, len_, not_in
-from .control_flow import and_, given, if_exp, if_stmt, not_, or_, right_needed
-from .jumps import flag
-from .loops import at, cat, for_each, for_range, stack, unconverted_loop, while_stmt, write_row
+from . import checks, conditions, control_flow, jumps, loops
+from .checks import *  # noqa: F403
+from .conditions import *  # noqa: F403
+from .control_flow import *  # noqa: F403
+from .jumps import *  # noqa: F403
+from .loops import *  # noqa: F403
 
-__all__ = [
-    "all_",
-    "and_",
-    "at",
-    "any_",
-    "bool_",
-    "cat",
-    "equal",
-    "flag",
-    "float_",
-    "for_each",
-    "for_range",
-    "given",
-    "if_exp",
-    "if_stmt",
-    "in_",
-    "int_",
-    "len_",
-    "not_",
-    "not_in",
-    "or_",
-    "raise_if",
-    "right_needed",
-    "stack",
-    "unconverted",
-    "unconverted_loop",
-    "while_stmt",
-    "write_row",
-]
+# each module lists its own operators: a new one is its definition and its name there
+__all__ = [*checks.__all__, *conditions.__all__, *control_flow.__all__, *jumps.__all__, *loops.__all__]

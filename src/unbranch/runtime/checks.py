@@ -16,6 +16,9 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, guard_o
 
 from ._tracing import fail, is_symbolic, origin_of_caller, tracing
 
+# the operators rewritten code calls as ``_ub.<name>``
+__all__ = ["raise_if", "unconverted"]
+
 
 def raise_if(pred, make_exception, text=None):
     """Raise ``make_exception()`` when ``pred`` holds; a runtime assertion when it is symbolic.

@@ -25,6 +25,9 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statica
 
 from ._tracing import is_symbolic, tracing
 
+# the operators rewritten code calls as ``_ub.<name>``
+__all__ = ["all_", "any_", "bool_", "equal", "float_", "in_", "int_", "len_", "not_in"]
+
 _SYM_NUMBERS = (torch.SymInt, torch.SymFloat)
 
 

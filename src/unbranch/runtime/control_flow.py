@@ -18,6 +18,9 @@ from torch.utils import _pytree as pytree
 from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller
 from .jumps import tensorised
 
+# the operators rewritten code calls as ``_ub.<name>``
+__all__ = ["and_", "given", "if_exp", "if_stmt", "not_", "or_", "right_needed"]
+
 # callbacks ``(filename, line, taken)`` told which side each eagerly dispatched if took (coverage)
 observers: list = []
 

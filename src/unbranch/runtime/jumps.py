@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import torch
 
+# the operators rewritten code calls as ``_ub.<name>``
+__all__ = ["flag"]
+
 
 def flag(value=False) -> torch.Tensor:
     """``value`` as a 0-d bool tensor: what a ``cond`` output or a loop carry can hold on every path.

@@ -38,6 +38,9 @@ from torch.utils import _pytree as pytree
 from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller, tracing
 from .jumps import tensorised
 
+# the operators rewritten code calls as ``_ub.<name>``
+__all__ = ["at", "cat", "for_each", "for_range", "stack", "unconverted_loop", "while_stmt", "write_row"]
+
 # torch_export_rewrite(target=..., max_loop_iterations=...) sets these while open
 TARGET: str | None = None  # "executorch": lower loops to what ExecuTorch runs, or refuse at export
 MAX_ITERATIONS: int | None = None  # the user's bound on the trip count of loops no scan can count

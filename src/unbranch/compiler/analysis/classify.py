@@ -596,16 +596,15 @@ class Classifier:
                     return True  # (not ``for row in x`` over an argument, which may be a list)
         return False
 
-    def candidates(self, fn: ast.FunctionDef) -> set[str]:
-        """What in ``fn`` a rule may rewrite: {"if", "assert", "loop", "ifexp"} (a cheap screen; rules decide)."""
+    def candidates(self, fn: ast.FunctionDef, kinds) -> set:
+        """The ``kinds`` (``passes.Kind``) of which ``fn`` holds a candidate: a cheap screen, the passes decide."""
+        by_type: dict[type, list] = {}
+        for kind in kinds:
+            for node_type in kind.nodes:
+                by_type.setdefault(node_type, []).append(kind)
         found = set()
-        kinds = {ast.If: "if", ast.While: "loop", ast.Assert: "assert", ast.IfExp: "ifexp"}
         for node in own_nodes(fn):
-            if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and self.kind(node.test) != STATIC:
-                found.add(kinds[type(node)])
-            elif isinstance(node, ast.For) and self.loop_candidate(node.iter):
-                found.add("loop")
-            elif isinstance(node, ast.Lambda):  # (IfExpToCond enters lambdas)
-                if any(isinstance(n, ast.IfExp) and self.kind(n.test) != STATIC for n in ast.walk(node.body)):
-                    found.add("ifexp")
+            for kind in by_type.get(type(node), ()):
+                if kind not in found and kind.finds(node, self):
+                    found.add(kind)
         return found

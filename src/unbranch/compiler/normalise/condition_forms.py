@@ -25,7 +25,7 @@ import re
 import libcst as cst
 
 from ..analysis.names import block_writes, param_names
-from ..passes import Pass, Rewrite, Unchanged
+from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
 # the cheap screen: a call of a form, or `in` on a line starting an if/elif/while
 _FORMS = re.compile(
@@ -38,7 +38,7 @@ _REDUCTIONS = {"any": "any_", "all": "all_"}
 
 
 class ConditionForms(Pass):
-    HANDLES = frozenset({"if", "loop"})
+    HANDLES = frozenset({IF, LOOP})
     EXAMPLES = [
         Rewrite(
             """

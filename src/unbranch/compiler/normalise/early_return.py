@@ -37,7 +37,7 @@ from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, orelse_body
 from ..analysis.names import block_declared, block_writes, param_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order
-from ..passes import Pass, Rewrite, Unchanged
+from ..passes import IF, Pass, Rewrite, Unchanged
 
 
 def _needs_tail(s, ctx) -> bool:
@@ -162,7 +162,7 @@ def _push(node: cst.If, tail, ctx, local, bound) -> list:
 
 
 class EarlyReturn(Pass):
-    HANDLES = frozenset({"if"})
+    HANDLES = frozenset({IF})
     EXAMPLES = [
         Rewrite(
             """

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..passes import Pass, Rewrite, Unchanged
+from ..passes import IF, Pass, Rewrite, Unchanged
 
 
 class ElifChain(Pass):
-    HANDLES = frozenset({"if"})
+    HANDLES = frozenset({IF})
     EXAMPLES = [
         Rewrite(
             """

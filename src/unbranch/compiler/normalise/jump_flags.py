@@ -33,7 +33,7 @@ from ..analysis.classify import SHAPE, TENSOR
 from ..analysis.liveness import orelse_body
 from ..analysis.names import block_writes, expr_reads, target_names
 from ..lower.predicates import runtime_predicate
-from ..passes import Pass, Rewrite, Unchanged
+from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
 BREAK, CONTINUE, RETURN = "break", "continue", "return"
 STOPS = (BREAK, RETURN)  # end the loop: the rest of every step is guarded
@@ -284,7 +284,7 @@ def _container(it, ctx) -> bool:
 
 
 class JumpFlags(Pass):
-    HANDLES = frozenset({"if", "loop"})
+    HANDLES = frozenset({IF, LOOP})
     NEEDS = ("liveness",)
     EXAMPLES = [
         Rewrite(

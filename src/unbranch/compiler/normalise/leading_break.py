@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..passes import Pass, Rewrite, Unchanged
+from ..passes import LOOP, Pass, Rewrite, Unchanged
 
 
 def _leading_break(body):
@@ -22,7 +22,7 @@ def _leading_break(body):
 
 
 class LeadingBreak(Pass):
-    HANDLES = frozenset({"loop"})
+    HANDLES = frozenset({LOOP})
     EXAMPLES = [
         Rewrite(
             """

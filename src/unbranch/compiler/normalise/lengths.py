@@ -11,19 +11,27 @@ option), not in model discovery: a harmless ``len`` there is no reason to change
 
 from __future__ import annotations
 
+import ast
 import functools
 
 import libcst as cst
 
 from ..analysis.classify import STATIC
 from ..analysis.names import block_writes, param_names
-from ..passes import Pass, Rewrite, Unchanged
+from ..passes import Kind, Pass, Rewrite, Unchanged
+
+
+def _len_call(node, classifier) -> bool:
+    return isinstance(node.func, ast.Name) and node.func.id == "len"
+
+
+LEN = Kind("len", r"\blen\(", (ast.Call,), _len_call)
 
 
 class Lengths(Pass):
-    HANDLES = frozenset({"len"})
+    HANDLES = frozenset({LEN})
     EXPRESSIONS = True
-    OPTIONS = {"lengths": True}  # what its examples are compiled with
+    OPTIONS = {"lengths": True}  # only for the functions torch's export named
     EXAMPLES = [
         Rewrite(
             """
@@ -44,10 +52,6 @@ class Lengths(Pass):
             """
         ),
     ]
-
-    @classmethod
-    def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-        return super().apply(fn, ctx) if ctx.lengths else fn
 
     @functools.cached_property
     def shadowed(self) -> bool:

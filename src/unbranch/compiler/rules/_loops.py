@@ -21,7 +21,7 @@ from ..analysis.names import block_writes, expr_reads
 from ..context import taken_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
 from ..origins import Inheriting
-from ..passes import Pass
+from ..passes import LOOP, Pass
 from ._checks import blockers, lost_effect
 
 
@@ -206,7 +206,7 @@ def as_written(body, runtime: str) -> list:
 class LoopRule(Pass):
     """The skeleton of every loop rule; subclasses define ``plan`` (and ``ROLES``, ``CONSTRUCT``)."""
 
-    HANDLES = frozenset({"loop"})
+    HANDLES = frozenset({LOOP})
     NEEDS = ("liveness",)
     ROLES: ClassVar[tuple[str, ...]] = ("body",)
     CONSTRUCT: ClassVar[str] = "loop"

@@ -31,7 +31,7 @@ from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surro
 from ..analysis.names import block_writes, param_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
 from ..lower.predicates import runtime_predicate
-from ..passes import Cannot, Pass, Refused, Rewrite, Unchanged
+from ..passes import IF, IFEXP, LOOP, Cannot, Pass, Refused, Rewrite, Unchanged
 from ._checks import binds_python_values, blockers, holds_unconverted, lost_effect
 from ._loops import indexed_by_test
 
@@ -46,7 +46,7 @@ class IfPlan:
 
 class IfToCond(Pass):
     # (IfExpToCond makes if statements of some conditional expressions, JumpFlags the guards of loops)
-    HANDLES = frozenset({"if", "ifexp", "loop"})
+    HANDLES = frozenset({IF, IFEXP, LOOP})
     NEEDS = ("liveness",)
     EXAMPLES = [
         Rewrite(

@@ -36,7 +36,7 @@ from ..analysis.names import target_names
 from ..lower.build import explicit_super
 from ..lower.predicates import bare, runtime_predicate
 from ..normalise.condition_forms import ConditionForms
-from ..passes import Pass, Refused, Rewrite, Unchanged
+from ..passes import IFEXP, Pass, Refused, Rewrite, Unchanged
 from ._loops import indexed_by_test
 
 _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
@@ -45,7 +45,7 @@ _SIZE_METHODS = {"size", "numel", "dim", "nelement"}
 
 
 class IfExpToCond(Pass):
-    HANDLES = frozenset({"ifexp"})
+    HANDLES = frozenset({IFEXP})
     EXPRESSIONS = True
     EXAMPLES = [
         Rewrite(

@@ -17,6 +17,7 @@ statements go into a function building the exception, run only when the check fa
 
 from __future__ import annotations
 
+import ast
 import functools
 
 import libcst as cst
@@ -28,11 +29,13 @@ from ..context import Note
 from ..lower.build import in_order
 from ..lower.predicates import runtime_predicate
 from ..normalise.condition_forms import ConditionForms
-from ..passes import Pass, Rewrite, Unchanged
+from ..passes import IF, Kind, Pass, Rewrite, Unchanged, conditional
+
+ASSERT = Kind("assert", r"\bassert\b", (ast.Assert,), conditional)
 
 
 class RaiseToCheck(Pass):
-    HANDLES = frozenset({"if", "assert"})
+    HANDLES = frozenset({IF, ASSERT})
     EXAMPLES = [
         Rewrite(
             """
