@@ -25,7 +25,7 @@ import libcst as cst
 
 from .analysis.classify import STATIC, TENSOR, UNKNOWN
 from .analysis.liveness import analyse_function
-from .analysis.names import expr_reads
+from .analysis.names import OwnScope, expr_reads
 from .origins import Inheriting
 
 
@@ -93,7 +93,7 @@ class Cannot(Exception):
     """Raised while planning a conversion: the construct stays Python, ``str(e)`` says why."""
 
 
-class Pass(Inheriting):
+class Pass(OwnScope, Inheriting):
     HANDLES: ClassVar[frozenset[Kind]] = frozenset()  # the kinds of candidate it runs for
     NEEDS: ClassVar[tuple[str, ...]] = ()  # "liveness": self.facts for the tree this pass gets
     EXAMPLES: ClassVar[list] = []
@@ -116,12 +116,6 @@ class Pass(Inheriting):
 
     def visit_FunctionDef(self, node) -> bool:
         return node is self.fn
-
-    def visit_ClassDef(self, node) -> bool:
-        return False
-
-    def visit_Lambda(self, node) -> bool:
-        return False
 
     def visit_SimpleStatementLine(self, node) -> bool:
         return self.EXPRESSIONS

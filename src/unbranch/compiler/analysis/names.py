@@ -11,6 +11,20 @@ import functools
 import libcst as cst
 
 
+class OwnScope:
+    """A libcst visitor or transformer that stays in the scope it is given: a nested ``def``,
+    ``class`` or ``lambda`` is a scope of its own, which the compiler leaves as the user wrote it."""
+
+    def visit_FunctionDef(self, node) -> bool:
+        return False
+
+    def visit_ClassDef(self, node) -> bool:
+        return False
+
+    def visit_Lambda(self, node) -> bool:
+        return False
+
+
 class _Collector(cst.CSTVisitor):
     """Collects names read (upward-exposed within an expression) and names bound."""
 

@@ -35,7 +35,7 @@ import libcst as cst
 from ..analysis.effects import mutated_parameters
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, orelse_body
-from ..analysis.names import block_declared, block_writes, param_names
+from ..analysis.names import OwnScope, block_declared, block_writes, param_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order
 from ..passes import IF, Pass, Rewrite, Unchanged
 
@@ -64,16 +64,11 @@ def _after(stmts, bound) -> tuple[set, set]:
     return (sure | (set() if done is ALL else done)), maybe | block_writes(stmts)
 
 
-class _Unmovable(cst.CSTVisitor):
+class _Unmovable(OwnScope, cst.CSTVisitor):
     """Does a block hold what a nested function cannot run (yield, await, a bare locals())?"""
 
     def __init__(self):
         self.found = False
-
-    def visit_FunctionDef(self, node):
-        return False
-
-    visit_ClassDef = visit_Lambda = visit_FunctionDef
 
     def visit_Yield(self, node):
         self.found = True

@@ -31,7 +31,7 @@ import libcst as cst
 
 from ..analysis.classify import SHAPE, TENSOR
 from ..analysis.liveness import orelse_body
-from ..analysis.names import block_writes, expr_reads, target_names
+from ..analysis.names import OwnScope, block_writes, expr_reads, target_names
 from ..lower.predicates import runtime_predicate
 from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
@@ -43,7 +43,7 @@ class _Abort(Exception):
     """A jump where a flag cannot replace it: the loop stays as written."""
 
 
-class _Jumps(cst.CSTVisitor):
+class _Jumps(OwnScope, cst.CSTVisitor):
     """The loop's own ``break``/``continue`` (not those of nested loops); is one under a dispatched if?"""
 
     def __init__(self, ctx):
@@ -52,10 +52,10 @@ class _Jumps(cst.CSTVisitor):
         self.dispatched = 0  # depth of dispatched ifs around the visit
         self.under_dispatched = False
 
-    def visit_FunctionDef(self, node):
-        return False
+    def visit_For(self, node) -> bool:
+        return False  # a nested loop's jumps are its own
 
-    visit_ClassDef = visit_Lambda = visit_For = visit_While = visit_FunctionDef
+    visit_While = visit_For
 
     def visit_If(self, node):
         self.dispatched += self.ctx.is_candidate(node)

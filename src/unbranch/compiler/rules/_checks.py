@@ -5,10 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.effects import block_effects, closures
-from ..analysis.names import block_reads, block_writes
+from ..analysis.names import OwnScope, block_reads, block_writes
 
 
-class _Blockers(cst.CSTVisitor):
+class _Blockers(OwnScope, cst.CSTVisitor):
     """Constructs that cannot move into a branch function, with the reason."""
 
     def __init__(self) -> None:
@@ -16,11 +16,6 @@ class _Blockers(cst.CSTVisitor):
         self.loops = 0
         self.shelter = 0  # inside with/try: a return there cannot become a branch output
         self.final = set()  # ids of returns ending a with body: the with returns on every path
-
-    def visit_FunctionDef(self, node):
-        return False
-
-    visit_ClassDef = visit_Lambda = visit_FunctionDef
 
     def _loop(self, node):
         self.loops += 1
@@ -130,18 +125,13 @@ def holds_unconverted(node: cst.CSTNode, runtime: str) -> bool:
     return v.found
 
 
-class _PythonValues(cst.CSTVisitor):
+class _PythonValues(OwnScope, cst.CSTVisitor):
     """Does a block bind one of ``names`` to (or return) a value torch.cond cannot output?"""
 
     LITERALS = (cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
     def __init__(self, names):
         self.names, self.found = set(names), False
-
-    def visit_FunctionDef(self, node):
-        return False
-
-    visit_ClassDef = visit_Lambda = visit_FunctionDef
 
     def _python(self, value) -> bool:
         if isinstance(value, (cst.Tuple, cst.List)):

@@ -17,7 +17,7 @@ import libcst as cst
 from ..analysis.classify import TENSOR, UNKNOWN
 from ..analysis.effects import block_effects, closures
 from ..analysis.liveness import analyse_function, live_in
-from ..analysis.names import block_writes, expr_reads
+from ..analysis.names import OwnScope, block_writes, expr_reads
 from ..context import taken_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
 from ..origins import Inheriting
@@ -72,14 +72,9 @@ class Carried:
         }
 
 
-class _Returns(cst.CSTVisitor):
+class _Returns(OwnScope, cst.CSTVisitor):
     def __init__(self):
         self.found = False
-
-    def visit_FunctionDef(self, node):
-        return False
-
-    visit_ClassDef = visit_Lambda = visit_FunctionDef
 
     def visit_Return(self, node):
         self.found = True

@@ -20,7 +20,7 @@ import functools
 import libcst as cst
 
 from ..analysis.classify import own_nodes
-from ..analysis.names import expr_reads, target_names
+from ..analysis.names import OwnScope, expr_reads, target_names
 from ..lower.build import tuple_node
 from ..lower.predicates import runtime_predicate
 from ..normalise.condition_forms import ConditionForms
@@ -163,16 +163,11 @@ class WhileToLoop(LoopRule):
         return LoopPlan("while_stmt", functions, positional, state.keywords(), names, after, kind="while_loop")
 
 
-class _TruthOf(cst.CSTTransformer):
+class _TruthOf(OwnScope, cst.CSTTransformer):
     """``flag = bool(t)`` (any truth form) for a name the loop test reads -> ``flag = _ub.bool_(t)``."""
 
     def __init__(self, names, forms: ConditionForms):
         self.names, self.forms = names, forms
-
-    def visit_FunctionDef(self, node):
-        return False
-
-    visit_ClassDef = visit_Lambda = visit_FunctionDef
 
     def leave_Assign(self, original, updated):
         if len(updated.targets) == 1 and target_names(updated.targets[0].target) <= self.names:
