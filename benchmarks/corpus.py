@@ -9,6 +9,11 @@ and cost less than parsing it.
     python benchmarks/corpus.py                 # all ~6,500 methods, a few minutes
     python benchmarks/corpus.py --limit 300     # a quick run
     python benchmarks/corpus.py --profile 200   # also cProfile the cold path on a 200-method sample
+    python benchmarks/corpus.py --peer          # side by side with onnx-diagnostic's transform_method
+
+``--peer`` needs ``pip install --no-deps onnx-diagnostic==0.9.3``: its package does not import
+with transformers 5, so its ``torch_export_patches/patch_module.py`` is loaded from the file.
+Each method is then rewritten cold by both, one after the other, the order alternating.
 """
 
 from __future__ import annotations
@@ -24,10 +29,13 @@ import pkgutil
 import pstats
 import re
 import statistics
+import sys
 import textwrap
 import time
 import traceback
+import types
 import warnings
+from pathlib import Path
 
 import libcst
 import torch
@@ -80,13 +88,43 @@ def where(fn) -> dict:
     return {"qualname": fn.__qualname__, "file": code.co_filename, "line": code.co_firstlineno}
 
 
-def measure(fn) -> dict:
+def load_peer():
+    """onnx-diagnostic's ``transform_method``, from its file (with parents that run no ``__init__``)."""
+    spec = importlib.util.find_spec("onnx_diagnostic")
+    if spec is None:
+        sys.exit("--peer needs: pip install --no-deps onnx-diagnostic==0.9.3")
+    root = Path(spec.submodule_search_locations[0])
+    patches = root / "torch_export_patches"
+    for name, folder in (("onnx_diagnostic", root), ("onnx_diagnostic.torch_export_patches", patches)):
+        package = types.ModuleType(name)
+        package.__path__ = [str(folder)]
+        sys.modules.setdefault(name, package)
+    name = "onnx_diagnostic.torch_export_patches.patch_module"
+    found = importlib.util.spec_from_file_location(name, patches / "patch_module.py")
+    module = importlib.util.module_from_spec(found)
+    sys.modules[name] = module
+    found.loader.exec_module(module)
+    return module.transform_method, importlib.metadata.version("onnx-diagnostic")
+
+
+def time_peer(peer, fn) -> dict:
+    start = time.perf_counter()
+    try:
+        peer(fn)
+    except Exception as e:  # the peer refuses what it cannot rewrite by raising: timed all the same
+        return {"peer": time.perf_counter() - start, "peer_failed": f"{type(e).__name__}"}
+    return {"peer": time.perf_counter() - start}
+
+
+def measure(fn, peer=None, peer_first: bool = False) -> dict:
     """Cold, warm and floor seconds for one method, and what transform_method made of it."""
     row = where(fn)
     start = time.perf_counter()
     source = textwrap.dedent(inspect.getsource(fn))  # also reads the file into linecache for the cold call
     row["inspect"] = time.perf_counter() - start  # for reference: unbranch reads sources its own way
     row["branchy"] = bool(_BRANCHY.search(source))
+    if peer is not None and peer_first:
+        row.update(time_peer(peer, fn))
     unbranch.load.cache.clear()
     start = time.perf_counter()
     try:
@@ -104,6 +142,8 @@ def measure(fn) -> dict:
         start = time.perf_counter()
         unbranch.transform_method(fn, strict=False)
         row["warm"] = time.perf_counter() - start
+    if peer is not None and not peer_first:
+        row.update(time_peer(peer, fn))
     start = time.perf_counter()
     try:
         parse_floor(source)
@@ -186,6 +226,26 @@ def summarise(rows: list[dict]) -> dict:
     }
 
 
+def side_by_side(rows: list[dict], version: str) -> dict:
+    """unbranch and the peer on the same methods, cold: totals, medians, 95th percentiles, ratios."""
+    ours, theirs = stats([r["cold"] for r in rows]), stats([r["peer"] for r in rows])
+    changed = [r for r in rows if r["status"] == "changed"]
+    return {
+        "peer": f"onnx-diagnostic {version}",
+        "methods": len(rows),
+        "peer_failed": collections.Counter(r["peer_failed"] for r in rows if "peer_failed" in r).most_common(),
+        "unbranch": ours,
+        "onnx-diagnostic": theirs,
+        "total ratio (unbranch/peer)": ratio(ours["total_ms"], theirs["total_ms"]),
+        "median ratio": ratio(ours["median_ms"], theirs["median_ms"]),
+        "p95 ratio": ratio(ours["p95_ms"], theirs["p95_ms"]),
+        "methods unbranch rewrites": {
+            "unbranch": stats([r["cold"] for r in changed]),
+            "onnx-diagnostic": stats([r["peer"] for r in changed]),
+        },
+    }
+
+
 def where_of(r: dict) -> dict:
     return {"qualname": r["qualname"], "file": r["file"].split("site-packages/")[-1], "line": r["line"]}
 
@@ -196,6 +256,7 @@ def targets(s: dict) -> dict:
         "no crash": s["crashed"] == 0,
         ">=99% processed": s["processed_fraction"] >= 0.99,
         "cold <= 2x floor (totals)": s["timing_all"]["cold/floor total"] <= 2,
+        "rewritten cold <= 2x floor (totals)": s["timing_by_status"].get("changed", {}).get("cold/floor total", 0) <= 2,
         "warm >= 50x faster than cold (totals)": s["cold/warm total"] >= 50,
         "unchanged cheaper than parsing (totals)": u["cold/floor total"] < 1,
         "unchanged keep their code object": not s["unchanged_methods"]["not_own_code_object"],
@@ -239,8 +300,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, help="only the first N methods")
     parser.add_argument("--profile", type=int, metavar="N", help="also profile the cold path on N methods")
+    parser.add_argument("--peer", action="store_true", help="also time onnx-diagnostic's transform_method")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    peer, peer_version = load_peer() if args.peer else (None, None)
     info = machine()
     start = time.perf_counter()
     functions, failed, seen = collect()
@@ -252,7 +315,7 @@ def main() -> None:
     functions = functions[: args.limit] if args.limit else functions
     rows = []
     for i, fn in enumerate(functions, 1):
-        rows.append(measure(fn))
+        rows.append(measure(fn, peer, peer_first=i % 2 == 0))
         if i % 500 == 0:
             print(f"{i}/{len(functions)} methods, {time.perf_counter() - start:.0f} s", flush=True)
     summary = summarise(rows)
@@ -265,8 +328,11 @@ def main() -> None:
         "limit": args.limit,
         "summary": summary,
         "targets": targets(summary),
+        "side_by_side": side_by_side(rows, peer_version) if peer else None,
         "wall_seconds": time.perf_counter() - start,
     }
+    if peer:
+        result["targets"]["p95 <= the peer's (same run)"] = result["side_by_side"]["p95 ratio"] <= 1
     if args.profile:
         result["profile"] = profile(functions, args.profile)
     path = write("corpus" if not args.limit else f"corpus_limit{args.limit}", result)
