@@ -17,6 +17,7 @@ stands for the node it replaces), and the refusal policy (``leave_as_python``).
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -103,8 +104,13 @@ class Pass(OwnScope, Inheriting):
     def __init__(self, fn: cst.FunctionDef, ctx) -> None:
         super().__init__(ctx.origins)
         self.fn, self.ctx = fn, ctx
-        self.facts = analyse_function(fn) if "liveness" in self.NEEDS else None
         self._where: list[int] = []  # origins of the statements being visited (innermost last)
+
+    @functools.cached_property
+    def facts(self):
+        """The analyses in ``NEEDS`` of the tree this pass got, computed when first read: most
+        functions a pass walks have nothing for it to convert, and never need them."""
+        return analyse_function(self.fn) if "liveness" in self.NEEDS else None
 
     @classmethod
     def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
@@ -117,11 +123,15 @@ class Pass(OwnScope, Inheriting):
     def visit_FunctionDef(self, node) -> bool:
         return node is self.fn
 
-    def visit_SimpleStatementLine(self, node) -> bool:
+    def expressions(self) -> bool:
+        """Does the pass look inside simple statements and headers from here on (``EXPRESSIONS``)?"""
         return self.EXPRESSIONS
 
+    def visit_SimpleStatementLine(self, node) -> bool:
+        return self.expressions()
+
     def on_visit(self, node) -> bool:
-        if not self.EXPRESSIONS and not isinstance(node, _STRUCTURE):
+        if not isinstance(node, _STRUCTURE) and not self.expressions():
             return False  # a statement pass: conditions, headers and whitespace are never entered
         line = self.ctx.origins.line(node) if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement)) else None
         if line is not None:

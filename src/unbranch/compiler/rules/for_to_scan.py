@@ -30,6 +30,7 @@ place, Python containers or attributes changed in the body.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -437,9 +438,15 @@ class ForToScan(LoopRule):
         super().__init__(fn, ctx)
         self._indices: list[set[str]] = []  # the integer indices of the enclosing candidate loops
         self._stacked: set[str] = set()  # lists a converted loop appends to (stacked under a scan)
+
+    def expressions(self) -> bool:
+        return bool(self._stacked)  # only after a converted loop that appends: nothing to find before
+
+    @functools.cached_property
+    def _data_dependent(self) -> frozenset:
         found = _DataDependentNames()
-        fn.visit(found)
-        self._data_dependent = frozenset(found.names)
+        self.fn.visit(found)
+        return frozenset(found.names)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         name = _stack_of(updated)
