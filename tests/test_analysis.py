@@ -323,3 +323,59 @@ def test_origins_come_from_the_parser_for_every_statement_shape():
     assert isinstance(origins.twin(body[1]), ast.If) and origins.line(cst.Pass()) is None
     clone = origins.cloned(body[2])
     assert origins.line(clone.cases[0].body.body[0]) == 8  # a copy keeps the lines it copies
+
+
+def test_read_visits_what_libcst_visits_in_the_same_order():
+    import libcst as cst
+
+    from unbranch.compiler.analysis.walk import read
+
+    source = '''
+@decorator(arg)
+def forward(self, x, *args, y: int = 2, **kw) -> torch.Tensor:
+    """doc"""
+    global g
+    a, *b = x[1:2, ::3], [v for v in x if v if (w := v)]
+    c = {k: v for k, v in kw.items()} | {1, 2} if x.any() else lambda q=1: q
+    del a[0]
+    with torch.no_grad() as ng, open(f"{x!r:>10}") as fh:
+        pass
+    try:
+        raise ValueError("v") from None
+    except* (TypeError, ValueError) as e:
+        x += 1
+    else:
+        x @= y
+    finally:
+        assert x, "m"
+    match x:
+        case [1, *rest] | {"k": _, **others} if rest:
+            return await x
+        case Point(x=0, y=yy) as p:
+            yield from x
+    for i in range(3):
+        continue
+    else:
+        x = not -x ** 2 < y <= 3 is not None
+    while x and (y or x):
+        break
+    return x[...], (yield), x.y.z(*args, key=1, **kw)
+'''
+    tree = cst.parse_module(source)
+
+    class Recorder(cst.CSTVisitor):
+        def __init__(self):
+            self.seen = []
+
+        def on_visit(self, node):
+            self.seen.append(("visit", type(node).__name__))
+            return not isinstance(node, cst.Lambda)  # a visitor that skips a scope skips it in both
+
+        def on_leave(self, node):
+            self.seen.append(("leave", type(node).__name__))
+
+    by_libcst, by_read = Recorder(), Recorder()
+    tree.visit(by_libcst)
+    read(tree, by_read)
+    assert by_read.seen == by_libcst.seen
+    assert len(by_read.seen) > 500 and ("visit", "MatchAs") in by_read.seen

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from .names import def_free_reads, expr_reads, target_names
+from .walk import read
 
 # methods that return a view of (or the very) tensor they are called on
 VIEW_METHODS = frozenset(
@@ -296,7 +297,7 @@ class _Frozen(tuple):
 def _effects(stmts: tuple, helpers) -> Effects:
     v = _Sites(helpers)
     for s in stmts:
-        s.visit(v)
+        read(s, v)
     mutated = set(v.mutated)
     changed = True
     while changed:  # a mutated alias mutates what it aliases
@@ -364,5 +365,5 @@ def closures(node: cst.CSTNode, skip=()) -> list[Closure]:
     For a ``def`` node these are its nested functions, not the function itself.
     """
     v = _Closures(set(skip), 0 if isinstance(node, cst.FunctionDef) else 1)
-    node.visit(v)
+    read(node, v)
     return v.found

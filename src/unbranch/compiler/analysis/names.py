@@ -10,6 +10,8 @@ import functools
 
 import libcst as cst
 
+from .walk import read
+
 
 class OwnScope:
     """A libcst visitor or transformer that stays in the scope it is given: a nested ``def``,
@@ -37,15 +39,15 @@ class _Collector(cst.CSTVisitor):
             self.reads.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        read(node.value, self)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        read(node.value, self)
         return False
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
-        node.value.visit(self)
+        read(node.value, self)
         self.writes |= target_names(node.target)
         return False
 
@@ -53,7 +55,7 @@ class _Collector(cst.CSTVisitor):
         params = _param_names(node.params)
         for p in _all_params(node.params):
             if p.default is not None:
-                p.default.visit(self)
+                read(p.default, self)
         self.reads |= expr_reads(node.body) - params - self.writes
         return False
 
@@ -64,16 +66,16 @@ class _Collector(cst.CSTVisitor):
         for_in = node.for_in
         while for_in is not None:
             if first:
-                for_in.iter.visit(self)  # the first iterable is evaluated in the enclosing scope
+                read(for_in.iter, self)  # the first iterable is evaluated in the enclosing scope
                 first = False
             else:
-                for_in.iter.visit(inner)
+                read(for_in.iter, inner)
             bound |= target_names(for_in.target)
             for cond in for_in.ifs:
-                cond.visit(inner)
+                read(cond, inner)
             for_in = for_in.inner_for_in
         for e in elements:
-            e.visit(inner)
+            read(e, inner)
         self.reads |= inner.reads - bound
         self.writes |= inner.writes - bound  # walrus in a comprehension binds in the enclosing scope
         return False
@@ -111,7 +113,7 @@ def expr_reads(node: cst.CSTNode | None) -> set[str]:
     if node is None:
         return set()
     c = _Collector()
-    node.visit(c)
+    read(node, c)
     return c.reads
 
 
@@ -127,7 +129,7 @@ def expr_effects(node: cst.CSTNode | None) -> tuple[set[str], set[str]]:
 def _expr_effects(node: cst.CSTNode) -> tuple[frozenset, frozenset]:
     # libcst nodes are immutable and hash by identity: facts about one never go stale
     c = _Collector()
-    node.visit(c)
+    read(node, c)
     return frozenset(c.reads), frozenset(c.writes)
 
 
@@ -316,7 +318,7 @@ class _Pattern(cst.CSTVisitor):
 
     def visit_MatchMappingElement(self, node) -> bool:
         self.reads |= expr_reads(node.key)
-        node.pattern.visit(self)
+        read(node.pattern, self)
         return False
 
     def visit_MatchValue(self, node) -> bool:
@@ -326,16 +328,16 @@ class _Pattern(cst.CSTVisitor):
     def visit_MatchClass(self, node) -> bool:
         self.reads |= expr_reads(node.cls)
         for p in node.patterns:
-            p.visit(self)
+            read(p, self)
         for k in node.kwds:
-            k.pattern.visit(self)  # the keyword itself names an attribute, not a variable
+            read(k.pattern, self)  # the keyword itself names an attribute, not a variable
         return False
 
 
 def pattern_effects(pattern: cst.MatchPattern) -> tuple[set[str], set[str]]:
     """(names bound, names read) by a ``case`` pattern."""
     v = _Pattern()
-    pattern.visit(v)
+    read(pattern, v)
     return v.binds, v.reads
 
 
@@ -348,7 +350,7 @@ def irrefutable(case: cst.MatchCase) -> bool:
 @functools.lru_cache(maxsize=65536)
 def _statement_names(stmt: cst.CSTNode) -> tuple[frozenset, frozenset, frozenset]:
     v = _BlockNames(stmt)
-    stmt.visit(v)
+    read(stmt, v)
     return frozenset(v.reads), frozenset(v.writes), frozenset(v.declared)
 
 
@@ -376,5 +378,5 @@ def names_in_order(stmt: cst.CSTNode) -> tuple[str, ...]:
         def visit_Name(self, node):
             order.setdefault(node.value)
 
-    stmt.visit(V())
+    read(stmt, V())
     return tuple(order)

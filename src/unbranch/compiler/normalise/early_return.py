@@ -36,6 +36,7 @@ from ..analysis.effects import mutated_parameters
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, orelse_body
 from ..analysis.names import OwnScope, block_declared, block_writes, param_names
+from ..analysis.walk import read
 from ..lower.build import branch_def, call_statement, explicit_super, in_order
 from ..passes import IF, Pass, Rewrite, Unchanged
 
@@ -85,7 +86,7 @@ def _shareable(tail, ctx) -> bool:
         return False
     v = _Unmovable()
     for s in tail:
-        s.visit(v)
+        read(s, v)
     writes = block_writes(tail)
     # a nested function of the user's that reads a name the tail rebinds would no longer see it
     return not v.found and not any(c.reads & writes for c in ctx.closures)

@@ -32,6 +32,7 @@ import libcst as cst
 from ..analysis.classify import SHAPE, TENSOR
 from ..analysis.liveness import orelse_body
 from ..analysis.names import OwnScope, block_writes, expr_reads, target_names
+from ..analysis.walk import read
 from ..lower.predicates import runtime_predicate
 from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
@@ -73,7 +74,7 @@ class _Jumps(OwnScope, cst.CSTVisitor):
 def _jumps(stmts, ctx) -> _Jumps:
     v = _Jumps(ctx)
     for s in stmts:
-        s.visit(v)
+        read(s, v)
     return v
 
 

@@ -6,6 +6,7 @@ import libcst as cst
 
 from ..analysis.effects import block_effects, closures
 from ..analysis.names import OwnScope, block_reads, block_writes
+from ..analysis.walk import read
 
 
 class _Blockers(OwnScope, cst.CSTVisitor):
@@ -73,7 +74,7 @@ class _Blockers(OwnScope, cst.CSTVisitor):
 def blockers(stmts) -> list[tuple[cst.CSTNode, str]]:
     v = _Blockers()
     for s in stmts:
-        s.visit(v)
+        read(s, v)
     return v.found
 
 
@@ -121,7 +122,7 @@ class _Unconverted(cst.CSTVisitor):
 def holds_unconverted(node: cst.CSTNode, runtime: str) -> bool:
     """Does ``node`` hold a construct an earlier pass left as Python (``_ub.unconverted...``)?"""
     v = _Unconverted(runtime)
-    node.visit(v)
+    read(node, v)
     return v.found
 
 
@@ -160,5 +161,5 @@ def binds_python_values(stmts, names) -> bool:
     """True when a branch plainly produces None/bool/float/str for an output (cond cannot)."""
     v = _PythonValues(names)
     for s in stmts:
-        s.visit(v)
+        read(s, v)
     return v.found

@@ -18,6 +18,7 @@ from ..analysis.classify import TENSOR, UNKNOWN
 from ..analysis.effects import block_effects, closures
 from ..analysis.liveness import analyse_function, live_in
 from ..analysis.names import OwnScope, block_writes, expr_reads
+from ..analysis.walk import read
 from ..context import taken_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
 from ..origins import Inheriting
@@ -87,7 +88,7 @@ def loop_blocker(body) -> str | None:
         return found[0][1].replace("leaving the branch", "in the loop body").replace("in a branch", "in the loop")
     v = _Returns()
     for s in body:
-        s.visit(v)
+        read(s, v)
     return "a return inside the loop body" if v.found else None
 
 

@@ -38,6 +38,7 @@ import libcst as cst
 from ..analysis.effects import block_effects
 from ..analysis.liveness import surroundings
 from ..analysis.names import block_writes, expr_reads
+from ..analysis.walk import read
 from ..lower.build import tuple_node
 from ..passes import Rewrite, Unchanged
 from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal, as_written
@@ -184,7 +185,7 @@ class _DataDependent(cst.CSTVisitor):
 
 def data_dependent(expr, names=frozenset()) -> str | None:
     v = _DataDependent(names)
-    expr.visit(v)
+    read(expr, v)
     return v.found
 
 
@@ -250,7 +251,7 @@ class _Uses(cst.CSTVisitor):
 def _uses(stmts) -> _Uses:
     v = _Uses()
     for s in stmts:
-        s.visit(v)
+        read(s, v)
     return v
 
 
@@ -445,7 +446,7 @@ class ForToScan(LoopRule):
     @functools.cached_property
     def _data_dependent(self) -> frozenset:
         found = _DataDependentNames()
-        self.fn.visit(found)
+        read(self.fn, found)
         return frozenset(found.names)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
@@ -508,7 +509,7 @@ class ForToScan(LoopRule):
                 return Refusal(f"the loop variable '{name}' is used after the loop")
         uses = _IndexUses(form.indices)
         for s in body:
-            s.visit(uses)
+            read(s, uses)
         if uses.problem:
             return Refusal(uses.problem)
         appends = self._appends(original, body)
@@ -537,7 +538,7 @@ class ForToScan(LoopRule):
         if form.indices:
             rows_changed = _RowsChanged(form.indices)
             for s in as_written(body, self.ctx.runtime):
-                s.visit(rows_changed)
+                read(s, rows_changed)
             if rows_changed.found:
                 return Refusal(
                     "a row taken with the loop index is changed in place (under export it is a copy): "

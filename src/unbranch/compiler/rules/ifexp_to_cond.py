@@ -33,6 +33,7 @@ import libcst as cst
 from ..analysis.classify import STATIC
 from ..analysis.effects import alias_roots, block_effects
 from ..analysis.names import target_names
+from ..analysis.walk import read
 from ..lower.build import explicit_super
 from ..lower.predicates import bare, runtime_predicate
 from ..normalise.condition_forms import ConditionForms
@@ -345,7 +346,7 @@ class _Unmovable(cst.CSTVisitor):
     @classmethod
     def find(cls, node) -> str | None:
         v = cls()
-        node.visit(v)
+        read(node, v)
         return v.found
 
     def visit_Lambda(self, node) -> bool:
