@@ -134,6 +134,7 @@ def compile_source(
     origins = Origins.parse(fn, fn_ast)
     namer = Namer(taken_names(info.text, global_names))
     runtime = namer.new("_ub")
+    classifier.runtime = runtime  # what the passes write keeps its kind: `_ub.bool_(t)` is `bool(t)`
     ctx = Context(
         source=info,
         module=module,

@@ -7,14 +7,8 @@
     if torch.equal(a, b):         ->  if _ub.equal(a, b):
     if 0.4 < m.mean() < 0.6:      ->  if 0.4 < (_ub_value := m.mean()) and _ub_value < 0.6:
 
-Python evaluates these with ``__bool__``/``__contains__``/``.item()``, which torch.export
-cannot trace on a tensor; each helper (runtime/conditions.py) returns exactly Python's value
-eagerly and a tensor or SymBool only while torch.export traces, so the ``if`` becomes a cond.
-Only places where a tensor may stand for the Python value are rewritten: the test itself,
-operands of ``and``/``or``/``not``, comparisons and arithmetic, and the items of
-``any``/``all``; an argument of another call keeps its Python value (``f(bool(t))``). A
-chained comparison is the ``and`` of its links (each middle operand evaluated once, as
-Python does), which the rules then turn into ``_ub.and_`` like any other.
+The forms themselves are ``lower.truth.TruthForms``, which the rules also apply to the
+conditions they lower (a conditional expression's, a check's, a while's flags).
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ import re
 
 import libcst as cst
 
-from ..analysis.names import block_writes, param_names
+from ..lower.truth import TruthForms
 from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
 # the cheap screen: a call of a form, or `in` on a line starting an if/elif/while
@@ -33,8 +27,6 @@ _FORMS = re.compile(
     r"|^\s*(?:(?:el)?if|while)\b.*[<>].*[<>]",
     re.MULTILINE,
 )
-_CONVERSIONS = {"bool": "bool_", "int": "int_", "float": "float_"}
-_REDUCTIONS = {"any": "any_", "all": "all_"}
 
 
 class ConditionForms(Pass):
@@ -93,120 +85,21 @@ class ConditionForms(Pass):
     ]
 
     @functools.cached_property
-    def shadowed(self) -> set[str]:
-        """A builtin the function rebinds (``any = ...``, a parameter ``all``) is not Python's."""
-        return set(param_names(self.fn)) | block_writes(self.fn.body.body)
+    def forms(self) -> TruthForms:
+        return TruthForms(self.fn, self.ctx)
 
     def leave_If(self, original: cst.If, updated: cst.If):
         if not self.ctx.is_candidate(original):
             return updated
-        return updated.with_changes(test=self.truth(updated.test))
+        return updated.with_changes(test=self.forms.truth(updated.test))
 
     def leave_While(self, original: cst.While, updated: cst.While):
         if not self.ctx.is_candidate_loop(original):
             return updated
-        return updated.with_changes(test=self.truth(updated.test))
+        return updated.with_changes(test=self.forms.truth(updated.test))
 
     @classmethod
     def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
         if not _FORMS.search(ctx.source.text):
             return fn  # the cheap screen: none of the forms is written anywhere
-        ctx.classifier.runtime = ctx.runtime  # `_ub.bool_(t)` keeps the kind `bool(t)` had
         return super().apply(fn, ctx)
-
-    def helper(self, name: str, args, like: cst.BaseExpression) -> cst.Call:
-        call = self.ctx.runtime_call(name, *args)
-        return call.with_changes(lpar=like.lpar, rpar=like.rpar)
-
-    def truth(self, e: cst.BaseExpression) -> cst.BaseExpression:
-        """``e`` where a tensor may stand for its Python value, with the forms rewritten."""
-        if isinstance(e, cst.BooleanOperation):
-            return e.with_changes(left=self.truth(e.left), right=self.truth(e.right))
-        if isinstance(e, cst.UnaryOperation):
-            inner = self.truth(e.expression)
-            if isinstance(inner, cst.BooleanOperation) and not inner.lpar:  # `not a < b < c`: a chain now
-                inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-            return e.with_changes(expression=inner)
-        if isinstance(e, cst.BinaryOperation):
-            return e.with_changes(left=self.truth(e.left), right=self.truth(e.right))
-        if isinstance(e, cst.IfExp):
-            return e.with_changes(test=self.truth(e.test), body=self.truth(e.body), orelse=self.truth(e.orelse))
-        if isinstance(e, cst.Comparison):
-            return self.comparison(e)
-        if isinstance(e, cst.Call):
-            return self.call(e)
-        return e
-
-    def comparison(self, e: cst.Comparison) -> cst.BaseExpression:
-        left = self.truth(e.left)
-        targets = [t.with_changes(comparator=self.truth(t.comparator)) for t in e.comparisons]
-        if len(targets) > 1:
-            return self.chain(left, targets, e)
-        if isinstance(targets[0].operator, (cst.In, cst.NotIn)):
-            name = "in_" if isinstance(targets[0].operator, cst.In) else "not_in"
-            return self.helper(name, [_bare(left), _bare(targets[0].comparator)], e)
-        return e.with_changes(left=left, comparisons=targets)
-
-    def chain(self, left, targets, like: cst.Comparison) -> cst.BaseExpression:
-        """``a < b < c`` -> ``a < (t := b) and t < c``: each link a comparison, each middle operand read once."""
-        links = []
-        for k, target in enumerate(targets):
-            right = target.comparator
-            following = right
-            if k < len(targets) - 1 and not isinstance(right, _READ_TWICE):
-                temp = cst.Name(self.ctx.namer.new(f"{self.ctx.runtime}_value"))
-                right = cst.NamedExpr(temp, _bare(right), lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-                following = temp
-            link = cst.Comparison(left, [target.with_changes(comparator=right)])
-            links.append(self.comparison(link))
-            left = following
-        joined = links[0]
-        for link in links[1:]:
-            joined = cst.BooleanOperation(joined, cst.And(), link)
-        return joined.with_changes(lpar=like.lpar, rpar=like.rpar)
-
-    def call(self, e: cst.Call) -> cst.BaseExpression:
-        func, args = e.func, e.args
-        positional = all(a.keyword is None and not a.star for a in args)
-        forms = (*_CONVERSIONS, *_REDUCTIONS)
-        if isinstance(func, cst.Name) and func.value in forms and positional and len(args) == 1:
-            if func.value in self.shadowed:
-                return e
-            arg = args[0].value
-            if func.value in _CONVERSIONS:
-                return self.helper(_CONVERSIONS[func.value], [_bare(self.truth(arg))], e)
-            if func.value in _REDUCTIONS:
-                return self.helper(_REDUCTIONS[func.value], [self.items(arg)], e)
-        if (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value == "torch"
-            and func.attr.value == "equal"
-            and positional
-            and len(args) == 2
-            and "torch" not in self.shadowed
-        ):
-            return self.helper("equal", [a.value for a in args], e)
-        return e
-
-    def items(self, arg: cst.BaseExpression) -> cst.BaseExpression:
-        """The argument of any()/all(): its items are truth tests too."""
-        if isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
-            return arg.with_changes(elt=self.truth(arg.elt))
-        if isinstance(arg, (cst.List, cst.Tuple)):
-            elements = [self.truth(el.value) if isinstance(el, cst.Element) else None for el in arg.elements]
-            return arg.with_changes(
-                elements=[el if v is None else el.with_changes(value=v) for el, v in zip(arg.elements, elements)]
-            )
-        return arg
-
-
-# a middle operand of a chained comparison that may be read twice: reading it again gives the same value
-_READ_TWICE = (cst.Name, cst.Integer, cst.Float, cst.SimpleString)
-
-
-def _bare(e):
-    """Drop parentheses made redundant by becoming a call argument."""
-    if e.lpar and not isinstance(e, (cst.Tuple, cst.GeneratorExp)):
-        return e.with_changes(lpar=[], rpar=[])
-    return e

@@ -36,7 +36,7 @@ from ..analysis.names import target_names
 from ..analysis.walk import read
 from ..lower.build import explicit_super
 from ..lower.predicates import bare, runtime_predicate
-from ..normalise.condition_forms import ConditionForms
+from ..lower.truth import TruthForms
 from ..passes import IFEXP, Pass, Refused, Rewrite, Unchanged
 from ._loops import indexed_by_test
 
@@ -133,11 +133,6 @@ class IfExpToCond(Pass):
         ),
     ]
 
-    @classmethod
-    def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-        ctx.classifier.runtime = ctx.runtime  # `_ub.bool_(t)` keeps the kind `bool(t)` had
-        return super().apply(fn, ctx)
-
     def __init__(self, fn, ctx):
         super().__init__(fn, ctx)
         self.bound: dict[int, set] = {}  # id of a conditional expression assigned as is -> the names it binds
@@ -156,8 +151,8 @@ class IfExpToCond(Pass):
                 self.bound[id(v.value)] = set().union(*(target_names(t.target) for t in node.targets))
 
     @functools.cached_property
-    def forms(self) -> ConditionForms:
-        return ConditionForms(self.fn, self.ctx)  # bool(t), x in t... in the condition
+    def forms(self) -> TruthForms:
+        return TruthForms(self.fn, self.ctx)  # bool(t), x in t... in the condition
 
     def visit_Lambda(self, node) -> bool:
         return True  # a lambda's conditional expression runs wherever the lambda is called, as the original

@@ -28,7 +28,7 @@ from ..analysis.names import block_reads, block_writes, expr_reads
 from ..context import Note
 from ..lower.build import in_order
 from ..lower.predicates import runtime_predicate
-from ..normalise.condition_forms import ConditionForms
+from ..lower.truth import TruthForms
 from ..passes import IF, Kind, Pass, Rewrite, Unchanged, conditional
 
 ASSERT = Kind("assert", r"\bassert\b", (ast.Assert,), conditional)
@@ -150,8 +150,8 @@ class RaiseToCheck(Pass):
         self.elifs: set = set()  # an `elif` can only be replaced by an `else:` block, not statements
 
     @functools.cached_property
-    def forms(self) -> ConditionForms:
-        return ConditionForms(self.fn, self.ctx)  # bool(t), 0 < m < 1... in the checked condition
+    def forms(self) -> TruthForms:
+        return TruthForms(self.fn, self.ctx)  # bool(t), 0 < m < 1... in the checked condition
 
     def predicate(self, test: cst.BaseExpression) -> cst.BaseExpression:
         return runtime_predicate(self.forms.truth(test), self.ctx)

@@ -23,7 +23,7 @@ from ..analysis.classify import own_nodes
 from ..analysis.names import OwnScope, expr_reads, target_names
 from ..lower.build import tuple_node
 from ..lower.predicates import runtime_predicate
-from ..normalise.condition_forms import ConditionForms
+from ..lower.truth import TruthForms
 from ..passes import Rewrite, Unchanged
 from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal
 
@@ -135,8 +135,8 @@ class WhileToLoop(LoopRule):
         return self.rewrite(original, updated)
 
     @functools.cached_property
-    def forms(self) -> ConditionForms:
-        return ConditionForms(self.fn, self.ctx)
+    def forms(self) -> TruthForms:
+        return TruthForms(self.fn, self.ctx)
 
     def plan(self, original: cst.While, updated: cst.While) -> LoopPlan | Refusal:
         body, test = list(updated.body.body), updated.test
@@ -166,7 +166,7 @@ class WhileToLoop(LoopRule):
 class _TruthOf(OwnScope, cst.CSTTransformer):
     """``flag = bool(t)`` (any truth form) for a name the loop test reads -> ``flag = _ub.bool_(t)``."""
 
-    def __init__(self, names, forms: ConditionForms):
+    def __init__(self, names, forms: TruthForms):
         self.names, self.forms = names, forms
 
     def leave_Assign(self, original, updated):
