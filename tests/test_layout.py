@@ -182,3 +182,10 @@ def test_version_comes_from_the_package_metadata():
     from importlib.metadata import version
 
     assert unbranch.__version__ == version("unbranch")
+
+
+def test_no_file_of_the_package_is_taken_for_the_users():
+    """Errors point at the user's frame: a frame in any part of unbranch is never one."""
+    from unbranch.exporting.failures import is_user_file
+
+    assert [name for name, (path, _) in _modules().items() if is_user_file(str(path))] == []

@@ -35,7 +35,7 @@ _CONSTRAINT = re.compile(r"Constraints violated|specialized it to be a constant"
 _SIZE_SOURCE = re.compile(r"L\[[^\s,]*?\.size\(\)\[\d+\]")
 
 _TORCH = os.path.dirname(torch.__file__) + os.sep
-_UNBRANCH = os.path.dirname(__file__) + os.sep
+_UNBRANCH = os.path.dirname(os.path.dirname(__file__)) + os.sep  # the whole package, not this folder
 _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 _SITE = ("site-packages", "dist-packages")
 GENERATED = "unbranch:"  # the file name prefix of rewritten code (loader.filename_for)

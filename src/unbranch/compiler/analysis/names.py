@@ -369,6 +369,15 @@ def block_declared(stmts) -> set[str]:
     return set().union(*(_statement_names(s)[2] for s in stmts))
 
 
+def reads_of(nodes) -> set[str]:
+    """Every name some statements or expressions read (free names of nested scopes included)."""
+    found: set[str] = set()
+    for node in nodes:
+        statement = isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement))
+        found |= _statement_names(node)[0] if statement else expr_reads(node)
+    return found
+
+
 @functools.lru_cache(maxsize=65536)
 def names_in_order(stmt: cst.CSTNode) -> tuple[str, ...]:
     """Every name in a statement, in the order it first appears."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.names import names_in_order
+from ..analysis.names import names_in_order, reads_of
 from ..origins import Inheriting
 
 
@@ -27,7 +27,7 @@ class _ExplicitSuper(Inheriting):
 
 
 def explicit_super(stmts, ctx) -> list:
-    if ctx.self_name is None:
+    if ctx.self_name is None or "super" not in reads_of(stmts):
         return list(stmts)
     t = _ExplicitSuper(ctx.self_name, ctx.origins)
     return [s.visit(t) for s in stmts]

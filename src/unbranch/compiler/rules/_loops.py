@@ -17,7 +17,7 @@ import libcst as cst
 from ..analysis.classify import TENSOR, UNKNOWN
 from ..analysis.effects import block_effects, closures
 from ..analysis.liveness import analyse_function, live_in
-from ..analysis.names import OwnScope, block_writes, expr_reads
+from ..analysis.names import OwnScope, block_writes, expr_reads, reads_of
 from ..analysis.walk import read
 from ..context import taken_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
@@ -165,7 +165,7 @@ def indexed_by_test(nodes, test, ctx) -> list:
     dynamo, tracing a cond's branch, would read as ``.item()``. (Eagerly ``at(t)`` is ``t``.)"""
     c = ctx.classifier
     names = expr_reads(test) - c.static_names - c.shape_names - {ctx.self_name}
-    if not names:
+    if not names & reads_of(nodes):
         return list(nodes)
     at = AtSubscripts(names, ctx.runtime, ctx.origins, slices=False)  # (a size bounds a slice: ``x[:-pad]``)
     return [n.visit(at) for n in nodes]
