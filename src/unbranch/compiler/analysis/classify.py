@@ -19,6 +19,7 @@ memoised): cheap enough to screen every function before the libcst pipeline runs
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 import libcst as cst
@@ -278,14 +279,18 @@ def _static_annotation(a) -> bool:
     return False
 
 
-def own_nodes(fn: ast.FunctionDef):
-    """Every node of ``fn``'s body (a function's or a loop's), not looking into nested functions, lambdas or classes."""
+@functools.lru_cache(maxsize=256)
+def own_nodes(fn: ast.FunctionDef) -> tuple[ast.AST, ...]:
+    """Every node of ``fn``'s body (a function's or a loop's), not looking into nested functions,
+    lambdas or classes; kept for the few walks the classifier makes over one function."""
+    found = []
     stack = list(reversed(fn.body))
     while stack:
         node = stack.pop()
-        yield node
+        found.append(node)
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    return tuple(found)
 
 
 def _literal_kind(value: ast.expr) -> str:
