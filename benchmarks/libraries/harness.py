@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
+import os
 import re
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 from torch.export import Dim
@@ -369,3 +371,23 @@ def _compare(res: LibResult, model, cases: dict, plain, ep, report, seed) -> Non
     model.load_state_dict(state)
     sites = _tensor_sites(rewritten)
     res.sides = {site: sorted(sides) for site, sides in res.sides.items() if site in sites}
+
+
+RESULTS = "libraries-results"  # where a sweep writes one result per model
+
+
+def load(path: str) -> LibResult:
+    with open(path) as f:
+        d = json.load(f)
+    known = {f.name for f in fields(LibResult)}
+    return LibResult(**{k: v for k, v in d.items() if k in known})
+
+
+def save(res: LibResult, path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    d = res.as_dict(log=True)
+    d["both_sides"], d["flipped"] = res.both_sides, res.flipped
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(d, f, indent=1, default=sorted)
+    os.replace(tmp, path)  # complete or absent

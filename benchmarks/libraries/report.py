@@ -21,13 +21,12 @@ import torch
 
 from unbranch.hf.validate import OUTCOMES
 
-from .harness import LibResult
+from .harness import RESULTS, LibResult, load
 
 LIBRARIES = ("torchvision", "timm", "diffusers", "kornia")
 
 
 def results(directory: str) -> list[LibResult]:
-    from .run import load
 
     out = [load(p) for p in sorted(glob.glob(os.path.join(directory, "*", "*.json")))]
     return sorted(out, key=lambda r: (LIBRARIES.index(r.library) if r.library in LIBRARIES else 9, r.model, r.strict))
@@ -146,7 +145,6 @@ def write_markdown(directory: str, path: str, note: str = "", causes: dict | Non
 
 
 def main(argv=None) -> int:
-    from .run import RESULTS
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.libraries.report", description=__doc__.splitlines()[0])
     p.add_argument("--results", default=RESULTS)

@@ -11,13 +11,11 @@ written when it finishes, so a re-run skips what is done and an interrupted swee
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
 import time
 from collections import Counter
-from dataclasses import fields
 
 import torch
 
@@ -28,10 +26,9 @@ tv_ops.install()  # before anything imports torchvision (timm does)
 from unbranch.hf.sweep import progress_line, run_forked  # noqa: E402
 from unbranch.hf.validate import OUTCOMES, error_line  # noqa: E402
 
-from .harness import Entry, LibResult, validate  # noqa: E402
+from .harness import RESULTS, Entry, LibResult, load, save, validate  # noqa: E402
 
 LIBRARIES = ("torchvision", "timm", "diffusers", "kornia")
-RESULTS = "libraries-results"
 MODULES = {"torchvision": "tv", "timm": "timm_models", "diffusers": "diffusers_models", "kornia": "kornia_models"}
 
 
@@ -46,23 +43,6 @@ def entries(libraries=LIBRARIES) -> list[Entry]:
 
 def result_path(directory: str, entry: Entry, strict: bool) -> str:
     return os.path.join(directory, entry.library, f"{entry.name}{'.strict' if strict else ''}.json")
-
-
-def load(path: str) -> LibResult:
-    with open(path) as f:
-        d = json.load(f)
-    known = {f.name for f in fields(LibResult)}
-    return LibResult(**{k: v for k, v in d.items() if k in known})
-
-
-def save(res: LibResult, path: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    d = res.as_dict(log=True)
-    d["both_sides"], d["flipped"] = res.both_sides, res.flipped
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(d, f, indent=1, default=sorted)
-    os.replace(tmp, path)  # complete or absent
 
 
 def _child(entry: Entry, strict: bool, path: str, level_limit: float | None) -> None:
