@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..errors import UnbranchError
+from .analysis import forget
 from .analysis.classify import Classifier
 from .context import Context, Namer, taken_names
 from .normalise.condition_forms import ConditionForms
@@ -107,6 +108,13 @@ def _steps(options: Options, skip: tuple) -> tuple:
 def compile_source(
     info: SourceInfo, options: Options, global_names=(), mutating_helpers=None, skip: tuple = ()
 ) -> Compiled:
+    try:
+        return _compile(info, options, global_names, mutating_helpers, skip)
+    finally:
+        forget()  # the analyses' memos hold this function's nodes
+
+
+def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpers=None, skip: tuple = ()) -> Compiled:
     hooked = options.pre_rewriter is not None or options.post_rewriter is not None
     steps = _steps(options, skip)
     screen, kinds = _screen(steps)
@@ -161,7 +169,7 @@ def compile_source(
     if ctx.flags_left_python and JumpFlags not in skip:
         # jumps lowered to flags that an if left as Python then tests: under export that if would
         # meet a flag tensor where the plain loop guarded on sizes; keep the jumps as written
-        return compile_source(info, options, global_names, mutating_helpers, skip=(JumpFlags,))
+        return _compile(info, options, global_names, mutating_helpers, skip=(JumpFlags,))
     if options.post_rewriter is not None:
         new = _hook(options.post_rewriter, new, info, "post_rewriter")
     if not ctx.notes and new.deep_equals(fn):  # normalising may change code without a note
