@@ -22,7 +22,7 @@ import types
 
 import torch
 
-from ..compiler.analysis.classify import Classifier
+from ..compiler.analysis.classify import Classifier, dotted_name
 from ..compiler.source import get_source, innermost_function
 from ..errors import UnbranchError
 from ..load import cache
@@ -127,7 +127,7 @@ def _callees(fn: types.FunctionType, owner) -> list:
     for node in (n for statement in tree.body for n in ast.walk(statement)):  # (not its decorators)
         if not isinstance(node, ast.Call):
             continue
-        parts = _dotted(node.func)
+        parts = dotted_name(node.func, super_call=True)
         if not parts:
             continue
         if parts[0] == me and owner is not None:
@@ -139,18 +139,6 @@ def _callees(fn: types.FunctionType, owner) -> list:
         if found is not None and _followable(found[0]):
             out.append(found)
     return out
-
-
-def _dotted(node) -> list[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return [node.id, *reversed(parts)]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args:
-        return ["super()", *reversed(parts)]
-    return []
 
 
 def _on_object(obj, parts: list[str]):

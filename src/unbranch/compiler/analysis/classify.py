@@ -223,14 +223,17 @@ def combine(*kinds: str) -> str:
     return max(kinds, key=_RANK.__getitem__) if kinds else STATIC
 
 
-def _dotted(node) -> list[str]:
+def dotted_name(node, super_call: bool = False) -> list[str]:
+    """``a.b.c`` -> ``["a", "b", "c"]`` ([] for anything else); ``super_call``: ``super().f`` too."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return parts[::-1]
+        return [node.id, *reversed(parts)]
+    zero_argument = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args
+    if super_call and zero_argument and node.func.id == "super":
+        return ["super()", *reversed(parts)]
     return []
 
 
@@ -250,7 +253,7 @@ def _is_str_display(e) -> bool:
 def _is_dtype_like(e) -> bool:
     if isinstance(e, ast.Call):
         return _is_dtype_like(e.func)  # torch.device("cpu"), torch.dtype(...)
-    dotted = _dotted(e)
+    dotted = dotted_name(e)
     if not dotted:
         return False
     if dotted[-1] in ("dtype", "device", "type", "layout"):
@@ -355,7 +358,7 @@ class Classifier:
             annotation = p.annotation if annotations else None
             if annotation is not None and _static_annotation(annotation):
                 c.static_names.add(p.arg)
-            elif annotation is not None and _dotted(annotation)[-1:] == ["Tensor"]:
+            elif annotation is not None and dotted_name(annotation)[-1:] == ["Tensor"]:
                 c.tensor_names.add(p.arg)
             elif c.hints.literal_defaults and isinstance(defaults.get(p.arg), ast.Constant):
                 if defaults[p.arg].value is not None:
@@ -490,7 +493,7 @@ class Classifier:
             inner = self._under_export(e.operand)
             return None if inner is None else not inner
         if isinstance(e, ast.Call) and not e.args:
-            dotted = tuple(_dotted(e.func))
+            dotted = tuple(dotted_name(e.func))
             if dotted in _TRUE_UNDER_EXPORT:
                 return True
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in self.hints.exporting_calls:
@@ -513,7 +516,7 @@ class Classifier:
             return STATIC
         if e.attr == "shape":
             return SHAPE
-        dotted = _dotted(e)
+        dotted = dotted_name(e)
         if dotted and dotted[0] == "torch":
             return STATIC  # torch.float16, torch.jit...
         if len(dotted) == 2 and dotted[0] == self.self_name and dotted[1] in self.tensor_attributes:
@@ -542,7 +545,7 @@ class Classifier:
         if not isinstance(func, ast.Attribute):
             return UNKNOWN
         name = func.attr  # a method, also on a call's result: torch.isfinite(x).all()
-        dotted = _dotted(func)
+        dotted = dotted_name(func)
         if self.runtime is not None and dotted == [self.runtime, name] and name in _RUNTIME_FORMS:
             if name == "equal":
                 return TENSOR  # torch.equal(a, b)
