@@ -291,3 +291,73 @@ def test_a_dimension_fixed_by_code_left_as_python_is_named(strict):
         with unbranch.torch_export_rewrite(rewrite=[ReturnInFirstStep.forward]):
             torch.export.export(ReturnInFirstStep(), (_rows(1, 2),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
     assert (info.value.path, info.value.line) == (__file__, line_of(ReturnInFirstStep.forward, "for _ in range"))
+
+
+class RowsOfALinear(torch.nn.Module):
+    """Rows of an activation (it requires grad), read at the index, an if on data in the body."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        with torch.no_grad():
+            self.lin.weight.copy_(torch.eye(4))
+            self.lin.bias.zero_()
+
+    def forward(self, x):
+        y = self.lin(x)
+        out = torch.zeros_like(y)
+        for i in range(y.shape[0]):
+            r = y[i]
+            if r.sum() > 0:
+                r = r * 2
+            out[i] = r + 1
+        return out
+
+
+def _scan_steps(ep):
+    """The ops of every scan step of ``ep``."""
+    return [
+        str(node.target)
+        for module in ep.graph_module.modules()
+        if module is not ep.graph_module
+        for node in module.graph.nodes
+        if node.op == "call_function"
+    ]
+
+
+@pytest.mark.parametrize("grad", [pytest.param(True, id="grad"), pytest.param(False, id="no_grad")])
+@pytest.mark.parametrize("strict", MODES)
+def test_rows_read_at_the_index_are_the_scans_slices(strict, grad):
+    """``y[i]`` of a tensor the body never changes: the scan slices ``y`` (no index op per step).
+    Strict export with grad enabled failed on the index op's gradient ("'SymInt' object has no
+    attribute 'unsqueeze'", torch 2.13)."""
+    model = RowsOfALinear()
+    with torch.set_grad_enabled(grad):
+        ep = unbranch.export(model, (_rows(1, -1, 2),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+    assert not [op for op in _scan_steps(ep) if "index" in op]
+    with torch.no_grad():
+        for x in (_rows(1, -1, 2), _rows(-3, -1), _rows(4, 4, 4, 4, -4), _rows(2)):
+            assert_same(ep.module()(x), model(x))
+
+
+class ShortRows(torch.nn.Module):
+    def forward(self, x, z, out):
+        for i in range(x.shape[0]):
+            out[i] = x[i] + 1
+            out[i] = out[i] + z[i]
+        return out
+
+
+def test_a_row_read_eagerly_fails_where_the_original_does():
+    """Eagerly the rewritten body reads ``z[i]`` itself, at the same point: the same IndexError,
+    with the same rows written before it."""
+    assert "_ub.row(z_row, z, i)" in unbranch.transform_method(ShortRows.forward).code
+    x, z = torch.ones(3, 4), torch.ones(2, 4)
+    plain, rewritten = torch.zeros(3, 4), torch.zeros(3, 4)
+    with pytest.raises(IndexError) as original:
+        ShortRows()(x, z, plain)
+    with unbranch.torch_export_rewrite(rewrite=[ShortRows.forward]):
+        with pytest.raises(IndexError) as inside:
+            ShortRows()(x, z, rewritten)
+    assert str(inside.value) == str(original.value)
+    assert_same(rewritten, plain)  # rows 0 and 1 written, row 2 only its first statement

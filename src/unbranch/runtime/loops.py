@@ -39,7 +39,7 @@ from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller, tracin
 from .jumps import tensorised
 
 # the operators rewritten code calls as ``_ub.<name>``
-__all__ = ["at", "cat", "for_each", "for_range", "stack", "unconverted_loop", "while_stmt", "write_row"]
+__all__ = ["at", "cat", "for_each", "for_range", "row", "stack", "unconverted_loop", "while_stmt", "write_row"]
 
 # torch_export_rewrite(target=..., max_loop_iterations=...) sets these while open
 TARGET: str | None = None  # "executorch": lower loops to what ExecuTorch runs, or refuse at export
@@ -293,7 +293,7 @@ def _with_flags(carry, body, literals, count: int):
     return tensorised(tuple(carry), literals), step
 
 
-def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), literals=()):
+def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), literals=(), reads=()):
     """``for i in range(*bounds): body`` -> ``scan``/``while_loop`` when a bound is a symbolic size.
 
     ``appends``: the lists the body appends one value to at each step (``outs.append(v)``); the
@@ -303,6 +303,11 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     (``out[i] = v``). Eagerly the body writes them; under a scan the step gets a ``_Row`` in
     their place, its rows come back stacked and are copied into the buffer once, after the loop.
     ``literals``: the carries that are the user's bool or int flags (tensors in a scan or while_loop).
+    ``reads``: tensors the body reads whole rows of at the index and never changes (``x[i]``,
+    written ``_ub.row(x_row, x, i)``); the body takes one argument for each after the index:
+    ``None`` (the body reads ``x[i]`` itself), except under a scan, which slices each with as many
+    rows as steps for its steps. No indexing op per step, and none whose gradient saves a size
+    (strict export with grad enabled failed on one: "'SymInt' object has no attribute 'unsqueeze'").
     """
     start, stop, step = _range_args(bounds)
     n, m = len(carry), len(appends)
@@ -311,9 +316,9 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     plain = isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1
     scannable = plain and not isinstance(stop, torch.Tensor) and not _data_dependent(stop)
     if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
-        state = tuple(carry)
+        state, step_body = tuple(carry), _unread(body, len(reads))
         for i in range(start, stop, step):
-            state = _append(_as_tuple(body(i, *state), n + m), n, appends)
+            state = _append(_as_tuple(step_body(i, *state), n + m), n, appends)
         return _from_tuple((*state, *appends))
     if scannable:
         _for_executorch(carry, _origin)
@@ -324,16 +329,21 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
         loose = [k for k in range(n) if k not in rows]  # what the scan carries
         # (the buffers' metadata read here: read in the step, they would become inputs of the scan)
         like = {k: (carry[k].shape[1:], carry[k].dtype, carry[k].device) for k in rows}
+        # the read tensors with a row per step: slices of the scan (the others are read in the step)
+        sliced = [j for j, t in enumerate(reads) if isinstance(t, torch.Tensor) and _rows_of(t, stop)]
 
-        def scan_step(state, i):
+        def scan_step(state, xs):
+            i, given = xs[0], dict(zip(sliced, xs[1:]))
             written = {k: _Row(like[k], i) for k in rows}
             fresh = iter(_fresh_carry(state[: len(loose)], [j for j, k in enumerate(loose) if k in mutated]))
-            out = _as_tuple(body(i, *(written[k] if k in written else next(fresh) for k in range(n))), n + m)
+            carried = (written[k] if k in written else next(fresh) for k in range(n))
+            out = _as_tuple(body(i, *(given.get(j) for j in range(len(reads))), *carried), n + m)
             new = tuple(out[k] for k in loose)
             per_step = (*(out[k].row() for k in rows), *out[n:])
             return fresh_outputs(new, state) or (state[0] + 0,), fresh_outputs(per_step, (*state, *new))
 
-        final, ys = _scan(scan_step, [carry[k] for k in loose], torch.arange(stop), None, bool(rows) or m > 0)
+        xs = [torch.arange(stop), *(reads[j] for j in sliced)]
+        final, ys = _scan(scan_step, [carry[k] for k in loose], xs, None, bool(rows) or m > 0)
         full = list(carry)
         for j, k in enumerate(loose):
             full[k] = final[j]
@@ -346,7 +356,24 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     # dynamo's codegen then fails ("duplicate argument 'child_3' in function definition"); a
     # SymInt stop becomes an input of the while_loop that torch.compile's inductor cannot take
     # ("A subgraph argument other than striding has been modified", torch 2.13)
-    return _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin)
+    return _counted_with_bounds(start, stop, step, _unread(body, len(reads)), carry, mutated, kept, _origin)
+
+
+def _rows_of(t: torch.Tensor, stop) -> bool:
+    """Does ``t`` have exactly ``stop`` rows, as far as the export knows (a scan's slices must)?"""
+    return t.dim() > 0 and statically_known_true(t.shape[0] == stop)
+
+
+def _unread(body, count: int):
+    """The body of a loop with ``reads`` as the paths without rows call it: ``None`` for each row."""
+    if not count:
+        return body
+    return lambda i, *state: body(i, *(None,) * count, *state)
+
+
+def row(value, tensor, index):
+    """``tensor[index]`` in a loop body with ``reads``: the row a scan step was given, else read here."""
+    return at(tensor)[index] if value is None else value
 
 
 def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin):

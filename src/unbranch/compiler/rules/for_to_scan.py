@@ -1,11 +1,11 @@
 """``for`` over a symbolic length -> a body function run by ``_ub.for_range`` / ``_ub.for_each``.
 
-    for i in range(1, x.shape[0]):          def loop_body_1(i, out, acc):
-        out[i] = out[i - 1] + x[i]    ->        _ub.at(out)[i] = _ub.at(out)[i - 1] + _ub.at(x)[i]
-        acc = acc + x[i] * (i % 2)              acc = acc + _ub.at(x)[i] * (i % 2)
+    for i in range(1, x.shape[0]):          def loop_body_1(i, x_row, out, acc):
+        out[i] = out[i - 1] + x[i]    ->        _ub.at(out)[i] = _ub.at(out)[i - 1] + _ub.row(x_row, x, i)
+        acc = acc + x[i] * (i % 2)              acc = acc + _ub.row(x_row, x, i) * (i % 2)
                                                 return out, acc
-                                                 out, acc = _ub.for_range((1, x.shape[0]), loop_body_1,
-                                                                          carry=(out, acc), mutated=(0,), kept=(0,))
+                                            out, acc = _ub.for_range((1, x.shape[0]), loop_body_1,
+                                                carry=(out, acc), mutated=(0,), kept=(0,), reads=(x,))
 
 Under export with a dynamic length this is a ``scan`` (``range(n)``, ``for row in x``,
 ``enumerate``, ``zip``) or a ``while_loop`` (``range(a, b, step)``); otherwise the same
@@ -21,7 +21,10 @@ one row per step at the index (``out[i] = v``, ``out[i, :] = v``, and nothing el
 reads it) is written ``out = _ub.write_row(out, i, v)`` and listed in ``rows``: under a scan
 each step's row is a per-step output, written into the buffer once after the loop, instead of a carried buffer copied at every step (measured: 8-9x
 the eager loop in ``ep.module()``, and AOTInductor cannot compile it). A ``for ... else`` (no
-``break``: the else always runs) keeps its else after the call.
+``break``: the else always runs) keeps its else after the call. A whole row of a tensor the body
+never changes, read at the index (``x[i]``), is ``_ub.row(x_row, x, i)`` and ``x`` is listed in
+``reads``: a scan slices ``x`` for its steps (no indexing op per step, and none whose gradient
+strict export cannot trace); elsewhere ``x_row`` is ``None`` and the body reads ``x[i]`` itself.
 
 Stays Python, with the reason: ``break``/``return`` in the body, an index bounding a slice
 (``x[:i]``, a different shape at each step) or used after the loop, a row changed in
@@ -37,9 +40,10 @@ import libcst as cst
 
 from ..analysis.effects import block_effects
 from ..analysis.liveness import surroundings
-from ..analysis.names import block_writes, expr_reads
+from ..analysis.names import OwnScope, block_writes, expr_reads
 from ..analysis.walk import read
 from ..lower.build import tuple_node
+from ..origins import Inheriting
 from ..passes import Rewrite, Unchanged
 from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal, as_written
 
@@ -261,6 +265,58 @@ def _root_name(expr) -> str | None:
     return expr.value if isinstance(expr, cst.Name) else None
 
 
+def _is_row_read(node, index: str) -> bool:
+    """``x[i]``: a whole row of a name at the loop index."""
+    return (
+        isinstance(node, cst.Subscript)
+        and isinstance(node.value, cst.Name)
+        and len(node.slice) == 1
+        and isinstance(node.slice[0].slice, cst.Index)
+        and node.slice[0].slice.star is None
+        and isinstance(node.slice[0].slice.value, cst.Name)
+        and node.slice[0].slice.value.value == index
+    )
+
+
+class _RowReads(OwnScope, cst.CSTVisitor):
+    """Names read as ``x[i]`` (a whole row at the loop index) in a loop body."""
+
+    def __init__(self, index: str):
+        self.index, self.names = index, []
+
+    def visit_Subscript(self, node) -> None:
+        if _is_row_read(node, self.index) and node.value.value not in self.names:
+            self.names.append(node.value.value)
+
+
+class _FromRows(OwnScope, Inheriting):
+    """``x[i]`` -> ``_ub.row(x_row, x, i)``: the row a scan over ``x`` gives the step, else ``x[i]``."""
+
+    def __init__(self, index: str, rows: dict, ctx):
+        super().__init__(ctx.origins)
+        self.index, self.rows, self.ctx = index, rows, ctx
+
+    def leave_Subscript(self, original, updated):
+        if not (_is_row_read(updated, self.index) and updated.value.value in self.rows):
+            return updated
+        name = updated.value.value
+        call = self.ctx.runtime_call("row", cst.Name(self.rows[name]), cst.Name(name), cst.Name(self.index))
+        return call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+
+def _row_reads(body, index: str, excluded, mutating_helpers) -> list[str]:
+    """The names whose rows the body reads at the loop index (``x[i]``) and never rebinds or
+    changes: a scan can slice them for its steps instead of indexing them at each one."""
+    if index in block_writes(body):
+        return []
+    found = _RowReads(index)
+    for s in body:
+        read(s, found)
+    effects = block_effects(body, mutating_helpers)
+    changed = block_writes(body) | effects.mutated | set(excluded)  # (a change through a view counts)
+    return [name for name in found.names if name not in changed]
+
+
 def _row_writes(body, names, index: str) -> dict[str, int]:
     """Names of ``names`` the body only writes, one row per step (with the statement's position):
     a top-level ``out[i] = v`` or ``out[i, :, ...] = v`` (``i`` the loop index), the only place
@@ -313,11 +369,11 @@ class ForToScan(LoopRule):
             def forward(self, x, y):
                 z = torch.zeros(x.shape[0], y.shape[0])
                 acc = torch.zeros(x.shape[1])
-                def loop_body_1(i, z, acc):
-                    z = _ub.write_row(z, i, ((_ub.at(x)[i] - y) ** 2).sum(-1))
-                    acc += _ub.at(x)[i]
+                def loop_body_1(i, x_row, z, acc):
+                    z = _ub.write_row(z, i, ((_ub.row(x_row, x, i) - y) ** 2).sum(-1))
+                    acc += _ub.row(x_row, x, i)
                     return z, acc
-                z, acc = _ub.for_range(x.shape[0], loop_body_1, carry=(z, acc), mutated=(0, 1), kept=(0, 1), rows=(0,))
+                z, acc = _ub.for_range(x.shape[0], loop_body_1, carry=(z, acc), mutated=(0, 1), kept=(0, 1), rows=(0,), reads=(x,))
                 return z, acc
             """,
         ),
@@ -350,10 +406,10 @@ class ForToScan(LoopRule):
             """
             def forward(self, x):
                 out = torch.zeros_like(x)
-                def loop_body_1(i, out):
-                    _ub.at(out)[i, :] = _ub.at(x)[i] * 2 + _ub.at(out)[i - 1]
+                def loop_body_1(i, x_row, out):
+                    _ub.at(out)[i, :] = _ub.row(x_row, x, i) * 2 + _ub.at(out)[i - 1]
                     return out
-                out = _ub.for_range(x.shape[0], loop_body_1, carry=(out,), mutated=(0,), kept=(0,))
+                out = _ub.for_range(x.shape[0], loop_body_1, carry=(out,), mutated=(0,), kept=(0,), reads=(x,))
                 return out
             """,
         ),
@@ -368,10 +424,10 @@ class ForToScan(LoopRule):
             """
             def forward(self, x):
                 out = x.clone()
-                def loop_body_1(i, out):
-                    _ub.at(out)[i, :] = _ub.at(out)[i - 1] * 0.5 + _ub.at(x)[i] * (i % 2)
+                def loop_body_1(i, x_row, out):
+                    _ub.at(out)[i, :] = _ub.at(out)[i - 1] * 0.5 + _ub.row(x_row, x, i) * (i % 2)
                     return out
-                out = _ub.for_range((1, x.shape[0]), loop_body_1, carry=(out,), mutated=(0,), kept=(0,))
+                out = _ub.for_range((1, x.shape[0]), loop_body_1, carry=(out,), mutated=(0,), kept=(0,), reads=(x,))
                 return out
             """,
         ),
@@ -535,6 +591,13 @@ class ForToScan(LoopRule):
             )
         kept = {state.names[k] for k in state.kept}
         written = _row_writes(body, kept, form.indices[0]) if form.helper == "for_range" else {}
+        reads = {}
+        if form.helper == "for_range":  # x[i] -> _ub.row(x_row, x, i): the scan slices x for its steps
+            names = _row_reads(body, form.indices[0], [*state.names, *form.targets], self.ctx.mutating_helpers)
+            reads = {name: self.ctx.namer.new(f"{name}_row") for name in names}
+            if reads:
+                from_rows = _FromRows(form.indices[0], reads, self.ctx)
+                body = [s.visit(from_rows) for s in body]
         if form.indices:
             rows_changed = _RowsChanged(form.indices)
             for s in as_written(body, self.ctx.runtime):
@@ -555,10 +618,12 @@ class ForToScan(LoopRule):
         keywords = {"carry": cst.Tuple([cst.Element(cst.Name(n)) for n in state.names]), **state.keywords()}
         if written:
             keywords["rows"] = tuple_node([cst.Integer(str(k)) for k, n in enumerate(state.names) if n in written])
+        if reads:
+            keywords["reads"] = tuple_node([cst.Name(name) for name in reads])
         keywords.update(form.keywords)
         if lists:
             keywords["appends"] = cst.Tuple([cst.Element(cst.Name(n)) for n in lists])
             self._stacked.update(lists)
         returns = [*state.names, *items.values()]
-        function = Function("body", [*form.targets, *state.names], body, returns)
+        function = Function("body", [*form.targets, *reads.values(), *state.names], body, returns)
         return LoopPlan(form.helper, [function], [form.over, "body"], keywords, [*state.names, *lists], after)
