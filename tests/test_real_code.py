@@ -452,3 +452,38 @@ def test_conditional_expression_changing_a_tensor_in_place(strict):
     with unbranch.torch_export_rewrite(rewrite=[TernaryChangingInPlace.forward]):
         total, y = model(x)  # eagerly `z` is still `y` itself: z + y is 2 * y
     assert_same(total, 2 * y)
+
+
+class AliasInNestedConds(torch.nn.Module):
+    """Found by the effects fuzzer (seed 32, --export-every 3), present before issue 23: ``b`` is
+    ``x``, ``y`` is changed in place on one side, three conds deep."""
+
+    def forward(self, x, y):
+        if not (y.sum() > 0):
+            return x, y
+        elif not (x.max() > y.min()):
+            y.mul_(0.5)
+            return y, x
+        else:
+            b = x
+            if b.size(0) < 4:
+                c = x[:]
+                if (b - b).abs().mean() > 1.0:
+                    y += 1
+                    return x, c
+        return x, b
+
+
+@pytest.mark.xfail(strict=True, reason="known wrong result, non-strict: the program gives y's values for b")
+def test_an_alias_through_nested_conds():
+    """Pinned until fixed; strict export gives the right result."""
+    model = AliasInNestedConds()
+    example = (torch.randn(4, 3), torch.randn(4, 3))
+    with unbranch.torch_export_rewrite(rewrite=[AliasInNestedConds.forward]):  # the size test a cond too
+        ep = torch.export.export(model, example, dynamic_shapes=({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC}))
+    x = torch.tensor([[-50.0, -60.0, 1.0], [-256.0, -22.0, -119.0]])
+    y = torch.tensor([[-41.0, 14.0, 39.0], [-137.0, 119.0, 18.0]])
+    for a, b in ((x, y), (-y, x), (x, -x)):
+        got, want = ep.module()(a.clone(), b.clone()), model(a.clone(), b.clone())
+        for g, w in zip(got, want):
+            assert_same(g, w)
