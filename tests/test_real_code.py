@@ -455,8 +455,9 @@ def test_conditional_expression_changing_a_tensor_in_place(strict):
 
 
 class AliasInNestedConds(torch.nn.Module):
-    """Found by the effects fuzzer (seed 32, --export-every 3), present before issue 23: ``b`` is
-    ``x``, ``y`` is changed in place on one side, three conds deep."""
+    """Found by the effects fuzzer (seed 32, --export-every 3): ``b`` is ``x``, ``y`` is changed in
+    place on one side, three conds deep. Non-strict export gave ``y``'s values for ``b``: the
+    runtime passed a copy of ``x`` for ``b``, and dynamo mixed up the nested cond's inputs."""
 
     def forward(self, x, y):
         if not (y.sum() > 0):
@@ -474,13 +475,14 @@ class AliasInNestedConds(torch.nn.Module):
         return x, b
 
 
-@pytest.mark.xfail(strict=True, reason="known wrong result, non-strict: the program gives y's values for b")
-def test_an_alias_through_nested_conds():
-    """Pinned until fixed; strict export gives the right result."""
+@pytest.mark.parametrize("strict", [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")])
+def test_an_alias_through_nested_conds(strict):
+    """One tensor under two names goes into a cond once, and is one tensor in its branches."""
     model = AliasInNestedConds()
     example = (torch.randn(4, 3), torch.randn(4, 3))
+    dynamic = ({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})
     with unbranch.torch_export_rewrite(rewrite=[AliasInNestedConds.forward]):  # the size test a cond too
-        ep = torch.export.export(model, example, dynamic_shapes=({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC}))
+        ep = torch.export.export(model, example, dynamic_shapes=dynamic, strict=strict)
     x = torch.tensor([[-50.0, -60.0, 1.0], [-256.0, -22.0, -119.0]])
     y = torch.tensor([[-41.0, 14.0, 39.0], [-137.0, 119.0, 18.0]])
     for a, b in ((x, y), (-y, x), (x, -x)):

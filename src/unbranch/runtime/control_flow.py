@@ -193,6 +193,16 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
     leaves, spec = pytree.tree_flatten(tuple(operands))
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tensors = [leaves[i] for i in positions]
+    # one tensor under two names (``b = x``) goes in once and is one tensor in the branch, as it is
+    # eagerly (given a copy for the second name, dynamo mixed up a nested cond's inputs, torch 2.13)
+    distinct: list = []  # what torch.cond is given: each tensor object once
+    slot = []  # for each of ``tensors``, its place in ``distinct``
+    for t in tensors:
+        found = next((d for d, u in enumerate(distinct) if u is t), None)
+        if found is None:
+            distinct.append(t)
+            found = len(distinct) - 1
+        slot.append(found)
     owners = _leaf_owners(operands)
     changed = set(mutated)
     containers = [k for k in mutated if _container(operands[k])]
@@ -205,8 +215,8 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
             # (torch's codegen: "duplicate argument 't' in function definition")
             values = list(leaves)
             for n, i in enumerate(positions):
-                values[i] = ts[n]
-            clones = tuple(ts[k].clone() for k in writable)
+                values[i] = ts[slot[n]]
+            clones = tuple(ts[slot[k]].clone() for k in writable)
             for n, k in enumerate(writable):
                 values[positions[k]] = clones[n]
             rebuilt = pytree.tree_unflatten(values, spec)
@@ -221,7 +231,7 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
         branch.__name__ = getattr(fn, "__name__", "branch")
         return branch
 
-    out = torch.cond(pred, adapt(then_fn), adapt(else_fn), _unaliased(tensors))
+    out = torch.cond(pred, adapt(then_fn), adapt(else_fn), _unaliased(distinct))
     if writable:  # (indexing, not loop variables: see the note in ``branch``)
         out, written = out
         for n, k in enumerate(writable):
