@@ -105,11 +105,9 @@ def _steps(options: Options, skip: tuple) -> tuple:
     )
 
 
-def compile_source(
-    info: SourceInfo, options: Options, global_names=(), mutating_helpers=None, skip: tuple = ()
-) -> Compiled:
+def compile_source(info: SourceInfo, options: Options, global_names=(), mutating_helpers=None) -> Compiled:
     try:
-        return _compile(info, options, global_names, mutating_helpers, skip)
+        return _compile(info, options, global_names, mutating_helpers)
     finally:
         forget()  # the analyses' memos hold this function's nodes
 

@@ -274,10 +274,10 @@ def _buffers(values) -> list:
 def _unaliased(tensors) -> tuple:
     """The operands, with a copy in place of each one torch.cond cannot take as it is.
 
-    ``torch.cond`` rejects inputs that alias each other (``y = x[:]``, ``a = y.view_as(x)``,
-    one tensor under two names), and fails inside its metadata checks on a view whose offset
-    is data (``alphas[t]`` for a tensor ``t``: an unbacked storage offset). Values are
-    unchanged, and write-back still targets the originals.
+    ``torch.cond`` rejects inputs that alias each other (``y = x[:]``, ``a = y.view_as(x)``;
+    one tensor under two names is given once, see ``_cond``), and fails inside its metadata
+    checks on a view whose offset is data (``alphas[t]`` for a tensor ``t``: an unbacked
+    storage offset). Values are unchanged, and write-back still targets the originals.
     """
     roots = [_root(tensors[n]) for n in range(len(tensors))]
     copy = [any(roots[n] is r for r in roots[:n]) or _offset_is_data(tensors[n]) for n in range(len(tensors))]

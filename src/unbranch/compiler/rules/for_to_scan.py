@@ -307,13 +307,13 @@ class _FromRows(OwnScope, Inheriting):
 def _row_reads(body, index: str, excluded, mutating_helpers) -> list[str]:
     """The names whose rows the body reads at the loop index (``x[i]``) and never rebinds or
     changes: a scan can slice them for its steps instead of indexing them at each one."""
-    if index in block_writes(body):
+    writes = block_writes(body)
+    if index in writes:
         return []
     found = _RowReads(index)
     for s in body:
         read(s, found)
-    effects = block_effects(body, mutating_helpers)
-    changed = block_writes(body) | effects.mutated | set(excluded)  # (a change through a view counts)
+    changed = writes | block_effects(body, mutating_helpers).mutated | set(excluded)  # (through a view too)
     return [name for name in found.names if name not in changed]
 
 
@@ -353,7 +353,6 @@ def _row_writes(body, names, index: str) -> dict[str, int]:
 
 class ForToScan(LoopRule):
     CONSTRUCT = "for"
-    EXPRESSIONS = True  # torch.stack(outs) after a loop that appends to outs: _ub.stack(outs)
     EXAMPLES = [
         Rewrite(
             """
@@ -497,7 +496,8 @@ class ForToScan(LoopRule):
         self._stacked: set[str] = set()  # lists a converted loop appends to (stacked under a scan)
 
     def expressions(self) -> bool:
-        return bool(self._stacked)  # only after a converted loop that appends: nothing to find before
+        # torch.stack(outs) after a loop that appends to outs -> _ub.stack(outs): only after such a loop
+        return bool(self._stacked)
 
     @functools.cached_property
     def _data_dependent(self) -> frozenset:
