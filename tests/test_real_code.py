@@ -485,7 +485,17 @@ def test_an_alias_through_nested_conds(strict):
         ep = torch.export.export(model, example, dynamic_shapes=dynamic, strict=strict)
     x = torch.tensor([[-50.0, -60.0, 1.0], [-256.0, -22.0, -119.0]])
     y = torch.tensor([[-41.0, 14.0, 39.0], [-137.0, 119.0, 18.0]])
-    for a, b in ((x, y), (-y, x), (x, -x)):
-        got, want = ep.module()(a.clone(), b.clone()), model(a.clone(), b.clone())
+    # the else side, the first, the else side again, the elif (y halved in place), five rows
+    inputs = (
+        (x, y),
+        (-y, x),
+        (x, -x),
+        (-5 * torch.ones(2, 3), 3 * torch.ones(2, 3)),
+        (torch.randn(5, 3), 1 + torch.rand(5, 3)),
+    )
+    for a, b in inputs:
+        ours, theirs = (a.clone(), b.clone()), (a.clone(), b.clone())
+        got, want = ep.module()(*ours), model(*theirs)
         for g, w in zip(got, want):
             assert_same(g, w)
+        assert_same(ours, theirs)  # y as the original changed it in place
