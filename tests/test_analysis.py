@@ -325,12 +325,7 @@ def test_origins_come_from_the_parser_for_every_statement_shape():
     assert origins.line(clone.cases[0].body.body[0]) == 8  # a copy keeps the lines it copies
 
 
-def test_read_visits_what_libcst_visits_in_the_same_order():
-    import libcst as cst
-
-    from unbranch.compiler.analysis.walk import read
-
-    source = '''
+_EVERY_FORM = '''
 @decorator(arg)
 def forward(self, x, *args, y: int = 2, **kw) -> torch.Tensor:
     """doc"""
@@ -359,9 +354,21 @@ def forward(self, x, *args, y: int = 2, **kw) -> torch.Tensor:
         x = not -x ** 2 < y <= 3 is not None
     while x and (y or x):
         break
-    return x[...], (yield), x.y.z(*args, key=1, **kw)
+    from . import *
+    return x[...], (yield), x.y.z(*args, key=1, **kw), f"{x:>{y}}"
+
+
+def other(q):
+    return q
 '''
-    tree = cst.parse_module(source)
+
+
+def test_read_visits_what_libcst_visits_in_the_same_order():
+    import libcst as cst
+
+    from unbranch.compiler.analysis.walk import read
+
+    tree = cst.parse_module(_EVERY_FORM)
 
     class Recorder(cst.CSTVisitor):
         def __init__(self):
@@ -379,3 +386,44 @@ def forward(self, x, *args, y: int = 2, **kw) -> torch.Tensor:
     read(tree, by_read)
     assert by_read.seen == by_libcst.seen
     assert len(by_read.seen) > 500 and ("visit", "MatchAs") in by_read.seen
+
+
+def test_transform_gives_what_libcst_gives_and_keeps_what_did_not_change():
+    """Same hooks in the same order, the same resulting code (renames, removals, a statement
+    flattened into two, an optional part removed), and unchanged subtrees as the same objects."""
+    import libcst as cst
+
+    from unbranch.compiler.analysis.walk import transform
+
+    class Changer(cst.CSTTransformer):
+        def __init__(self):
+            self.seen = []
+
+        def on_visit(self, node):
+            self.seen.append(("visit", type(node).__name__))
+            return super().on_visit(node) and not isinstance(node, cst.Lambda)
+
+        def on_leave(self, original, updated):
+            self.seen.append(("leave", type(original).__name__))
+            return super().on_leave(original, updated)
+
+        def leave_Name(self, original, updated):
+            return updated.with_changes(value="xx") if updated.value == "x" else updated
+
+        def leave_Del(self, original, updated):
+            return cst.RemoveFromParent()
+
+        def leave_Pass(self, original, updated):
+            return cst.FlattenSentinel([cst.Expr(cst.Name("a")), cst.Expr(cst.Name("b"))])
+
+        def leave_Else(self, original, updated):
+            return cst.RemoveFromParent()
+
+    tree = cst.parse_module(_EVERY_FORM)
+    by_libcst, by_transform = Changer(), Changer()
+    expected, got = tree.visit(by_libcst), transform(tree, by_transform)
+    assert got.code == expected.code and got.deep_equals(expected)
+    assert "xx" in got.code and "del a[0]" not in got.code and "    pass" not in got.code
+    assert by_transform.seen == by_libcst.seen
+    assert got.body[1] is tree.body[1]  # `other` has no x, no del, no pass, no else: the same object
+    assert got.body[0] is not tree.body[0]

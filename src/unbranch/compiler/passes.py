@@ -27,6 +27,7 @@ import libcst as cst
 from .analysis.classify import STATIC, TENSOR, UNKNOWN
 from .analysis.liveness import analyse_function
 from .analysis.names import OwnScope, expr_reads
+from .analysis.walk import transform
 from .origins import Inheriting
 
 
@@ -114,10 +115,10 @@ class Pass(OwnScope, Inheriting):
 
     @classmethod
     def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-        done = fn.visit(cls(fn, ctx))
+        done = transform(fn, cls(fn, ctx))
         ctx.origins.inherit(done, fn)
         if ctx.generated:  # functions holding the user's code (EarlyReturn's rest): rewritten like fn itself
-            done = done.visit(_Generated(cls, ctx, done))
+            done = transform(done, _Generated(cls, ctx, done))
         return done
 
     def visit_FunctionDef(self, node) -> bool:

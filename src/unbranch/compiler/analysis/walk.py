@@ -1,9 +1,12 @@
-"""A read-only walk over a libcst tree, for the analyses.
+"""Walks over a libcst tree that rebuild only what changed.
 
-libcst's ``node.visit(visitor)`` rebuilds every node it passes through, also for a
-``CSTVisitor`` that changes nothing; over transformers' forwards the analyses spent most of
-their time there. ``read`` calls the same ``on_visit``/``visit_<Node>``/``leave_<Node>``
-hooks in the same order (libcst's own order of each node's children) and rebuilds nothing.
+libcst's ``node.visit(visitor)`` rebuilds (and validates) every node it passes through, also
+where nothing under it changed, and for a ``CSTVisitor`` that changes nothing; over
+transformers' forwards the analyses and the passes spent most of their time there. ``read``
+and ``transform`` call the same ``on_visit``/``visit_<Node>``/``leave_<Node>`` hooks in the
+same order (libcst's own order of each node's children): ``read`` rebuilds nothing,
+``transform`` only the nodes with a changed child, so an unchanged subtree stays the same
+objects. (The ``visit_<Node>_<field>`` attribute hooks are not called: no pass has one.)
 """
 
 from __future__ import annotations
@@ -14,14 +17,21 @@ import re
 
 import libcst as cst
 
-_CHILD = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
+_CHILD = re.compile(r'visit_(\w+)\(\s*self,\s*"(\w+)"')
+
+
+@functools.cache
+def _children(node_type: type) -> tuple[tuple[str, str], ...]:
+    """(field, how libcst visits it) for the fields of ``node_type`` holding children, in the
+    order libcst visits them (read once from its ``_visit_and_replace_children``, which names
+    each field as it visits it: required, optional, sentinel, sequence or body_sequence)."""
+    found = _CHILD.findall(inspect.getsource(node_type._visit_and_replace_children))
+    return tuple({field: how for how, field in found}.items())
 
 
 @functools.cache
 def _fields(node_type: type) -> tuple[str, ...]:
-    """The fields of ``node_type`` holding children, in the order libcst visits them (read once
-    from its ``_visit_and_replace_children``, which names each field as it visits it)."""
-    return tuple(dict.fromkeys(_CHILD.findall(inspect.getsource(node_type._visit_and_replace_children))))
+    return tuple(field for field, _ in _children(node_type))
 
 
 def read(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
@@ -36,3 +46,53 @@ def read(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
                     if isinstance(child, cst.CSTNode):
                         read(child, visitor)
     visitor.on_leave(node)
+
+
+def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
+    """``node.visit(transformer)``, rebuilding only the nodes under which something changed."""
+    if transformer.on_visit(node):
+        changes = {}
+        for field, how in _children(type(node)):
+            value = getattr(node, field)
+            if isinstance(value, cst.CSTNode):
+                new = _single(value, transformer, how)
+            elif isinstance(value, (tuple, list)):
+                new = _sequence(value, transformer, body=how == "body_sequence")
+            else:  # None or MaybeSentinel: nothing to visit
+                continue
+            if new is not value:
+                changes[field] = new
+        updated = node.with_changes(**changes) if changes else node
+    else:
+        updated = node
+    return transformer.on_leave(node, updated)
+
+
+def _single(value, transformer, how: str):
+    new = transform(value, transformer)
+    if isinstance(new, cst.FlattenSentinel) or (
+        how not in ("optional", "sentinel") and isinstance(new, cst.RemovalSentinel)
+    ):
+        raise TypeError(f"a {type(value).__name__} here cannot be removed or replaced by several nodes")
+    if isinstance(new, cst.RemovalSentinel):
+        return None if how == "optional" else cst.MaybeSentinel.DEFAULT
+    return new
+
+
+def _sequence(children, transformer, body: bool):
+    """The children visited, removed ones dropped, flattened ones spliced in; in a body, a
+    statement line emptied by a removal is dropped too (as libcst does). The same sequence
+    object when every child came back as itself."""
+    out, changed = [], False
+    for child in children:
+        new = transform(child, transformer)
+        if new is child:
+            out.append(child)
+            continue
+        changed = True
+        if isinstance(new, cst.RemovalSentinel):
+            continue
+        for each in new if isinstance(new, cst.FlattenSentinel) else (new,):
+            if not (body and not child._is_removable() and each._is_removable()):
+                out.append(each)
+    return tuple(out) if changed else children

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.names import names_in_order, reads_of
+from ..analysis.walk import transform
 from ..origins import Inheriting
 
 
@@ -30,7 +31,7 @@ def explicit_super(stmts, ctx) -> list:
     if ctx.self_name is None or "super" not in reads_of(stmts):
         return list(stmts)
     t = _ExplicitSuper(ctx.self_name, ctx.origins)
-    return [s.visit(t) for s in stmts]
+    return [transform(s, t) for s in stmts]
 
 
 def in_order(names, stmts) -> list[str]:

@@ -18,7 +18,7 @@ from ..analysis.classify import TENSOR, UNKNOWN
 from ..analysis.effects import block_effects, closures
 from ..analysis.liveness import analyse_function, live_in
 from ..analysis.names import OwnScope, block_writes, expr_reads, reads_of
-from ..analysis.walk import read
+from ..analysis.walk import read, transform
 from ..context import taken_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
 from ..origins import Inheriting
@@ -141,7 +141,7 @@ class AtSubscripts(Inheriting):
 
     def leave_BooleanOperation(self, original, updated):
         """``a and x[i]``: a traced condition reads the right operand even where Python would not."""
-        return updated.with_changes(right=updated.right.visit(_Clamped(self.runtime)))
+        return updated.with_changes(right=transform(updated.right, _Clamped(self.runtime)))
 
     def leave_Call(self, original, updated):
         f = updated.func
@@ -155,7 +155,7 @@ class AtSubscripts(Inheriting):
         # ``_ub.and_(a, lambda: x[i + 1] ...)`` (boolean_ops ran first): clamp the right operand's reads
         if not (self._runtime_call(updated) and f.attr.value in ("and_", "or_") and len(updated.args) == 2):
             return updated
-        right = updated.args[1].with_changes(value=updated.args[1].value.visit(_Clamped(self.runtime)))
+        right = updated.args[1].with_changes(value=transform(updated.args[1].value, _Clamped(self.runtime)))
         return updated.with_changes(args=[updated.args[0], right])
 
 
@@ -168,7 +168,7 @@ def indexed_by_test(nodes, test, ctx) -> list:
     if not names & reads_of(nodes):
         return list(nodes)
     at = AtSubscripts(names, ctx.runtime, ctx.origins, slices=False)  # (a size bounds a slice: ``x[:-pad]``)
-    return [n.visit(at) for n in nodes]
+    return [transform(n, at) for n in nodes]
 
 
 class _Clamped(cst.CSTTransformer):
@@ -196,7 +196,7 @@ class _Unwrapped(cst.CSTTransformer):
 def as_written(body, runtime: str) -> list:
     """``body`` with the index subscripts of inner loops as the user wrote them (for analyses)."""
     v = _Unwrapped(runtime)
-    return [s.visit(v) for s in body]
+    return [transform(s, v) for s in body]
 
 
 class LoopRule(Pass):

@@ -41,7 +41,7 @@ import libcst as cst
 from ..analysis.effects import block_effects
 from ..analysis.liveness import surroundings
 from ..analysis.names import OwnScope, block_writes, expr_reads
-from ..analysis.walk import read
+from ..analysis.walk import read, transform
 from ..lower.build import tuple_node
 from ..origins import Inheriting
 from ..passes import Rewrite, Unchanged
@@ -597,7 +597,7 @@ class ForToScan(LoopRule):
             reads = {name: self.ctx.namer.new(f"{name}_row") for name in names}
             if reads:
                 from_rows = _FromRows(form.indices[0], reads, self.ctx)
-                body = [s.visit(from_rows) for s in body]
+                body = [transform(s, from_rows) for s in body]
         if form.indices:
             rows_changed = _RowsChanged(form.indices)
             for s in as_written(body, self.ctx.runtime):
@@ -608,7 +608,7 @@ class ForToScan(LoopRule):
                     "write it back with an assignment, e.g. out[i] = out[i] * 2"
                 )
             at = AtSubscripts(form.indices, self.ctx.runtime, self.ctx.origins)
-            body = [s.visit(at) for s in body]
+            body = [transform(s, at) for s in body]
         for name, k in written.items():  # out[i] = v -> out = _ub.write_row(out, i, v)
             value = body[k].body[0].value
             call = self.ctx.runtime_call("write_row", cst.Name(name), cst.Name(form.indices[0]), value)

@@ -33,7 +33,7 @@ import libcst as cst
 from ..analysis.classify import STATIC
 from ..analysis.effects import alias_roots, block_effects
 from ..analysis.names import target_names
-from ..analysis.walk import read
+from ..analysis.walk import read, transform
 from ..lower.build import explicit_super
 from ..lower.predicates import bare, runtime_predicate
 from ..lower.truth import TruthForms
@@ -265,7 +265,7 @@ class IfExpToCond(Pass):
 
     def _changed_elsewhere(self) -> frozenset:
         """Names changed in place by the function outside the line being rewritten."""
-        rest = self.fn.visit(_Without(self.line))
+        rest = transform(self.fn, _Without(self.line))
         return block_effects(rest.body.body, self.ctx.mutating_helpers).mutated
 
     def _plainly_python(self, e: cst.BaseExpression) -> bool:

@@ -21,6 +21,7 @@ import libcst as cst
 
 from ..analysis.classify import own_nodes
 from ..analysis.names import OwnScope, expr_reads, target_names
+from ..analysis.walk import transform
 from ..lower.build import tuple_node
 from ..lower.predicates import runtime_predicate
 from ..lower.truth import TruthForms
@@ -151,10 +152,10 @@ class WhileToLoop(LoopRule):
         # a flag the test reads, set from data in the body (``changed = bool((y != x).any())``): a
         # tensor under export, as the test itself is
         tested = expr_reads(test)
-        body = [s.visit(_TruthOf(tested, self.forms)) for s in body]
+        body = [transform(s, _TruthOf(tested, self.forms)) for s in body]
         if counters:  # the counter, a tensor in a while_loop, indexes the test as well as the body
             at = AtSubscripts(counters, self.ctx.runtime, self.ctx.origins)
-            body, test = [s.visit(at) for s in body], test.visit(at)
+            body, test = [transform(s, at) for s in body], transform(test, at)
         functions = [
             Function("cond", names, [cst.SimpleStatementLine([cst.Return(runtime_predicate(test, self.ctx))])], []),
             Function("body", names, body, names),
