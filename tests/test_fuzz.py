@@ -4,9 +4,13 @@ Exports cost seconds each, so only a few programs are exported here;
 ``benchmarks/fuzz.py`` runs thousands of programs and hundreds of exports.
 """
 
-from fuzzing import PYTHON_ARGS, branches_on_tensors, check_eager, check_export, programs
+import re
+
+from fuzzing import PYTHON_ARGS, branches_on_tensors, check_eager, check_export, load, programs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import unbranch
 
 # generating a program draws hundreds of choices: hypothesis would call that slow
 BOUNDED = settings(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -88,3 +92,29 @@ def test_realcode_rewritten_matches_original(source):
 def test_realcode_exported_matches_original(source, python_args):
     divergence = check_export(source, python_args, strict=False)
     assert divergence is None or divergence.kind == "refusal", str(divergence)
+
+
+_CONSTRUCT = re.compile(r"^\s*(if|elif|while|for|assert)\b|\bif\b.*\belse\b")
+
+
+@settings(BOUNDED, max_examples=150)
+@given(
+    st.one_of(
+        programs(realcode=True),
+        programs(effects=True, ternaries=True),
+        programs(jumps=True),
+        programs(loops=True),
+    )
+)
+def test_every_note_is_on_the_line_of_its_construct(source):
+    """A refusal or a conversion is reported at its own line (errors name it): statements that
+    passes rebuild around it (an elif made ``else: if``, code moved into a branch or into a
+    function of its own) keep their lines."""
+    fn = load(source)
+    lines = open(fn.__code__.co_filename).read().splitlines()
+    try:
+        notes = unbranch.transform_method(fn, strict=False).notes
+    except unbranch.UnbranchError:
+        return
+    for note in notes:
+        assert _CONSTRUCT.search(lines[note.line - 1]), f"{note} is on {lines[note.line - 1]!r}\n{source}"

@@ -187,11 +187,12 @@ def condition_of(node) -> cst.BaseExpression | None:
     return getattr(node, "test", None)
 
 
-class _Generated(cst.CSTTransformer):
-    """Runs a pass on each function in ``ctx.generated`` found in a tree, as on a function of its own."""
+class _Generated(Inheriting):
+    """Runs a pass on each function in ``ctx.generated`` found in a tree, as on a function of its own
+    (the statements it rebuilds around one keep their lines)."""
 
     def __init__(self, step, ctx, root):
-        super().__init__()
+        super().__init__(ctx.origins)
         self.step, self.ctx, self.root = step, ctx, root
 
     def on_visit(self, node) -> bool:

@@ -53,6 +53,7 @@ class ElifChain(Pass):
     def leave_If(self, original, updated):
         inner = updated.orelse
         if isinstance(inner, cst.If) and self.ctx.is_candidate(inner):
-            block = cst.IndentedBlock([inner.with_changes(leading_lines=[])])
-            return updated.with_changes(orelse=cst.Else(block, leading_lines=inner.leading_lines))
+            nested = inner.with_changes(leading_lines=[])
+            self.ctx.origins.inherit(nested, inner)  # still the user's if, on the elif's line
+            return updated.with_changes(orelse=cst.Else(cst.IndentedBlock([nested]), leading_lines=inner.leading_lines))
         return updated
