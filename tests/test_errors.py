@@ -222,3 +222,68 @@ def test_lines_survive_a_pre_rewriter_that_rebuilds_every_node():
 
     rm = unbranch.transform_method(Twice.forward, pre_rewriter=rebuild)
     assert [(n.kind, n.line) for n in rm.notes] == [("cond", first + 1), ("left", first + 3)]
+
+
+class CarriedChangesShape(torch.nn.Module):
+    def forward(self, x, y):
+        for _ in range(x.shape[0]):
+            if x.abs().mean() > 0:
+                y = y - 0.25
+                break
+            if y.shape[0] <= 3:
+                return torch.tanh(x) + 1.0
+            x = y * 2  # x carries y's rows from here: another dynamic size than before the step
+        return y * torch.tanh(x)
+
+
+class ConstantTable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.tensor([0.5, -1.0, 2.0])  # a plain attribute: no parameter, no buffer
+
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        for i in range(x.shape[0]):
+            r = x[i] * self.table
+            if r.sum() > 0:
+                r = -r
+            out[i] = r
+        return out
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_loop_torch_cannot_carry_is_an_error_at_the_loop_in_the_users_terms(strict):
+    """torch's raw "Expected init and carry to have same metadata" becomes an UnbranchError at the for."""
+    dims = ({0: torch.export.Dim.DYNAMIC}, {0: torch.export.Dim.DYNAMIC})
+    with pytest.raises(UnbranchError) as info:
+        with unbranch.torch_export_rewrite(rewrite=[CarriedChangesShape.forward]):
+            torch.export.export(
+                CarriedChangesShape(), (torch.randn(4, 3), torch.randn(4, 3)), dynamic_shapes=dims, strict=strict
+            )
+    where = line_of(CarriedChangesShape.forward, "for _ in range(x.shape[0])")
+    assert info.value.path == __file__ and info.value.line == where
+    assert "a value a loop carries has another shape" in str(info.value)
+
+
+def test_a_constant_tensor_in_a_loop_is_explained_and_strict_export_takes_it():
+    """Non-strict: torch's scan fails on a plain tensor attribute ("Cannot access data pointer"); the
+    error names the loop and the way out. Strict export takes it and runs like the model."""
+    model, dims = ConstantTable(), ({0: torch.export.Dim.DYNAMIC},)
+    with pytest.raises(UnbranchError) as info:
+        unbranch.export(model, (torch.randn(5, 3),), dynamic_shapes=dims)
+    assert info.value.path == __file__ and info.value.line == line_of(ConstantTable.forward, "for i in range")
+    assert "register_buffer" in str(info.value) and "Cannot access data pointer" not in str(info.value)
+    ep = unbranch.export(model, (torch.randn(5, 3),), dynamic_shapes=dims, strict=True)
+    x = torch.tensor(
+        [
+            [1.0, 1.0, 1.0],
+            [1.0, -1.0, 1.0],
+            [0.0, 1.0, 0.0],
+            [2.0, 0.0, 0.0],
+            [0.0, 0.0, 1.0],
+            [1.0, 2.0, 3.0],
+            [3.0, 1.0, 0.0],
+        ]
+    )
+    assert {bool((r * model.table).sum() > 0) for r in x} == {True, False}  # both sides of the if
+    torch.testing.assert_close(ep.module()(x), model(x))

@@ -64,7 +64,7 @@ def is_user_file(path: str) -> bool:
     """Code unbranch may rewrite: not torch, not unbranch itself, not the standard library."""
     if path.startswith(GENERATED):
         return True  # rewritten code: it stands for the user's own lines
-    if path.startswith(("<frozen", _TORCH, _UNBRANCH)):
+    if path.startswith(("<frozen", "<eval_with_key>", _TORCH, _UNBRANCH)):  # (the second: torch.fx's code)
         return False
     return not (path.startswith(_STDLIB) and not any(s in path for s in _SITE))
 
@@ -148,6 +148,19 @@ def sites(e: BaseException, guards: GuardLog | None = None, kind: str | None = N
                 found.append(site)
                 break
     return found
+
+
+def place(e: BaseException) -> tuple[str | None, int | None]:
+    """(path, line) in the user's file of the innermost user frame ``e`` names (a line of rewritten
+    code moved back to the line it stands for), or (None, None)."""
+    site = next(iter(sites(e, kind="other")), None)
+    if site is None:
+        return None, None
+    if site.path.startswith(GENERATED):
+        found = source_map.lookup(site.path, site.line)
+        if found:
+            return found
+    return site.path, site.line
 
 
 def _traceback_frames(e: BaseException) -> list:

@@ -21,7 +21,7 @@ from ..load.rewriting import RewrittenMethod, options_for, rewrite
 from ..load.swap import original_code, swapped_in
 from ..runtime import source_map
 from ..runtime.control_flow import rejection
-from .failures import GENERATED, GuardLog, Site, kind_of, runtime_failure, sites
+from .failures import GENERATED, GuardLog, Site, kind_of, place, runtime_failure, sites
 from .locate import Nested, code_at, function_for
 from .quiet import quiet
 
@@ -202,13 +202,7 @@ class Guide:
     def _failed_after(self, error: BaseException) -> UnbranchError:
         """The export of rewritten code failed otherwise: where (the user's frame) and, if torch.cond said so, why."""
         names = ", ".join(rm.qualname for rm in self.methods) or "nothing"
-        site = next(iter(sites(error, kind="other")), None)
-        where = _original(site) if site is not None else None
-        return UnbranchError(
-            f"after rewriting {names}, the export failed: {rejection(error)}",
-            *(where or (None, None)),
-            "export",
-        )
+        return UnbranchError(f"after rewriting {names}, the export failed: {rejection(error)}", *place(error), "export")
 
 
 # how a function torch names is rewritten, each level when torch stops in it again (or the one
@@ -244,15 +238,6 @@ def why_left(methods, site: Site) -> str:
             if left:
                 return f"left as Python: {left[0]}"
     return _nothing_to_convert(site, rewritten=True)
-
-
-def _original(site: Site) -> tuple[str, int]:
-    """(path, line) in the user's file of a site, also when it is a line of rewritten code."""
-    if site.path.startswith(GENERATED):
-        found = source_map.lookup(site.path, site.line)
-        if found:
-            return found
-    return site.path, site.line
 
 
 def first_line(e: BaseException) -> str:

@@ -19,7 +19,7 @@ from ..runtime import loops as _loops
 from ..runtime.control_flow import torch_limit
 from .arguments import HOOKS
 from .discovery import discover
-from .failures import GENERATED, kind_of, runtime_failure, sites
+from .failures import GENERATED, kind_of, place, runtime_failure, sites
 from .guided import Guide, first_line, why_left
 from .quiet import quiet
 from .report import Report, dump, say
@@ -182,7 +182,7 @@ def _explained(e: Exception, report: Report) -> Exception:
         )
     if not found:
         limit = torch_limit(e) if report.rewritten and _in_export(e) else None
-        return UnbranchError(f"{_FAILED}{limit}", construct="export") if limit else e
+        return UnbranchError(f"{_FAILED}{limit}", *place(e), "export") if limit else e
     site = found[0]
     stops, construct = _STOPS[kind]
     if site.path.startswith(GENERATED):  # rewritten code, where a construct was left as Python

@@ -10,6 +10,7 @@ its contract (tensor operands only, no aliasing of inputs, no input mutation).
 from __future__ import annotations
 
 import sys
+import traceback
 
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
@@ -102,6 +103,18 @@ _LIMITS = [
         "strict=True export traces it differently",
     ),
     (
+        ("Expected init and carry to have same metadata",),
+        "a value a loop carries has another shape or dtype after a step than before it (e.g. a branch in "
+        "the loop gives it a size that depends on the side taken); torch's scan and while_loop carry "
+        "values that keep theirs",
+    ),
+    (
+        ("@clone_input",),
+        "torch's scan cannot take a tensor the loop reads that is no input, parameter or buffer of the "
+        "model (a plain tensor attribute, a global): non-strict export fails reading its data pointer "
+        "(torch 2.13, clone_input); register it with register_buffer, or export with strict=True",
+    ),
+    (
         ("duplicate argument",),
         "torch's dynamo generated a branch graph with two arguments of one name (a torch bug with conds "
         "nested in conds under strict export); strict=False export traces it differently",
@@ -115,10 +128,11 @@ def rejection(e: BaseException) -> str:
 
 
 def torch_limit(e: BaseException) -> str | None:
-    """What a known torch limitation or bug that ``e`` (or its causes) reports means, or None."""
+    """What a known torch limitation or bug that ``e`` (or its causes) reports means, or None.
+    (Markers ``@name`` match a function of torch's that the failure passed through.)"""
     text, seen = "", e
     while seen is not None:
-        text += str(seen)
+        text += str(seen) + "".join(f" @{f.f_code.co_name}" for f, _ in traceback.walk_tb(seen.__traceback__))
         seen = seen.__cause__ or seen.__context__
     return next((meaning for markers, meaning in _LIMITS if any(m in text for m in markers)), None)
 
