@@ -538,7 +538,13 @@ LOOP_HEADERS = (
     ("for i, row in enumerate(x):", "i", ("row",)),
     ("for a, b in zip(x, y):", None, ("a", "b")),
     ("for row in y:", None, ("row",)),
+    ("for i in reversed(range(x.shape[0])):", "i", ()),
+    ("for row in x.unbind(0):", None, ("row",)),
+    ("for i in range(len(x)):", "i", ()),
+    ("for i, (a, b) in enumerate(zip(x, y)):", "i", ("a", "b")),
 )
+# the loops that take every row of x, in order or backwards: an appended list is never empty
+_EVERY_ROW = {LOOP_HEADERS[k][0] for k in (0, 2, 4, 7, 8, 9)}
 
 
 class _LoopWriter:
@@ -616,8 +622,8 @@ def loop_programs(draw) -> str:
     writer = _LoopWriter(draw)
     header, index, rows = writer.choose(LOOP_HEADERS)
     body = [line for _ in range(draw(st.integers(1, 4))) for line in writer.statement(index, rows, 0)]
-    appends = header in (LOOP_HEADERS[0][0], LOOP_HEADERS[4][0]) and draw(st.booleans())
-    if appends:  # never empty: these loops take every row
+    appends = header in _EVERY_ROW and draw(st.booleans())
+    if appends:
         body.append(f"outs.append({writer.value(index, rows)})")
     lines = ["acc = torch.zeros(x.shape[1])", "out = torch.zeros_like(x)", *(["outs = []"] if appends else [])]
     lines.append('stats = {"sum": torch.zeros(x.shape[1])}')

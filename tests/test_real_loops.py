@@ -181,6 +181,54 @@ class ReturnInModuleList(torch.nn.Module):
         return x * 2
 
 
+class CountDown(torch.nn.Module):
+    """``reversed(range(n))`` with an if and an append: the steps start at the last row."""
+
+    def forward(self, x):
+        h = torch.zeros(x.shape[1])
+        outs = []
+        for i in reversed(range(x.shape[0])):
+            h = h * 0.5 + x[i]
+            if h.sum() > 4:
+                h = h - 1
+            outs.append(h)
+        return torch.stack(outs)
+
+
+class UnbindRows(torch.nn.Module):
+    def forward(self, x):
+        acc = torch.zeros(x.shape[1])
+        for row in x.unbind(0):
+            if row.sum() > 2:
+                acc = acc + row
+            else:
+                acc = acc - 1
+        return acc
+
+
+class LenBound(torch.nn.Module):
+    """``range(len(x))``: Python's len would fix the length to the example's under non-strict export."""
+
+    def forward(self, x):
+        acc = torch.ones(x.shape[1])
+        for i in range(len(x)):
+            if x[i].sum() > 2:
+                acc = acc * 2
+            acc = acc + x[i] * i
+        return acc
+
+
+class EnumeratedPairs(torch.nn.Module):
+    def forward(self, x):
+        acc = torch.zeros(x.shape[1])
+        for i, (a, b) in enumerate(zip(x, x.flip(0))):
+            if (a * b).sum() > 2:
+                acc = acc + a * i
+            else:
+                acc = acc - b
+        return acc
+
+
 CONVERTED = {
     WhileIndex: [_rows(1, 0.5, 3, 1), _rows(0.1, 0.2), _rows(5, 1, 1, 1, 1, 1), _rows(1, 1, 1, 1, 1, 1, 1)],
     TernaryInLoop: [_rows(1, -1, 2), _rows(-3, -1), _rows(4, 4, 4, 4, -4)],
@@ -195,6 +243,10 @@ CONVERTED = {
     FlagAfterBreak: [_rows(1, 1, 5, 1), _rows(1, 1), _rows(5), _rows(1, 1, 1, 1, 1, 1)],
     CountAbove: [_rows(1, 5, 5, 1), _rows(1, 1), _rows(5), _rows(9, 1, 1, 1, 1, 1)],
     ReturnInModuleList: [_rows(24, 4, 4), _rows(12, 12), _rows(6), _rows(4, 4, 4, 4, 4)],
+    CountDown: [_rows(1, 5, 1, 5), _rows(9, 1), _rows(1), _rows(1, 1, 1, 8, 1, 1, 1)],
+    UnbindRows: [_rows(1, 5, 1, 5), _rows(3, 1), _rows(1), _rows(1, 1, 1, 8, 1, 1, 1)],
+    LenBound: [_rows(1, 5, 1, 5), _rows(3, 1), _rows(1), _rows(1, 1, 1, 8, 1, 1, 1)],
+    EnumeratedPairs: [_rows(4, 4, 1, 4), _rows(4, 1), _rows(4, 1, 4), _rows(5, 5, 5, 1, 5, 5, 1)],
 }
 
 

@@ -39,7 +39,18 @@ from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller, tracin
 from .jumps import tensorised
 
 # the operators rewritten code calls as ``_ub.<name>``
-__all__ = ["at", "cat", "for_each", "for_range", "row", "stack", "unconverted_loop", "while_stmt", "write_row"]
+__all__ = [
+    "at",
+    "cat",
+    "for_each",
+    "for_range",
+    "length",
+    "row",
+    "stack",
+    "unconverted_loop",
+    "while_stmt",
+    "write_row",
+]
 
 # torch_export_rewrite(target=..., max_loop_iterations=...) sets these while open
 TARGET: str | None = None  # "executorch": lower loops to what ExecuTorch runs, or refuse at export
@@ -190,14 +201,15 @@ def _refuse_data_dependent(construct: str):
     )
 
 
-def _scan(step, carry, xs, device, outputs: bool):
-    """(final carry, stacked per-step outputs); ``outputs``: does ``step`` give any?"""
+def _scan(step, carry, xs, device, outputs: bool, reverse: bool = False):
+    """(final carry, stacked per-step outputs); ``outputs``: does ``step`` give any? ``reverse``: the
+    steps take ``xs`` from the last row to the first (the outputs still stack in the rows' order)."""
     from torch._higher_order_ops.scan import scan
 
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
     step, init, narrow = _float_carry(step, init)
     if outputs:
-        state, ys = scan(step, init, xs)
+        state, ys = scan(step, init, xs, reverse=reverse)
         return tuple(narrow(tuple(state)))[: len(carry)], tuple(ys)
 
     def with_output(state, x):
@@ -205,7 +217,7 @@ def _scan(step, carry, xs, device, outputs: bool):
         # not an OpOverload"): one 0-d output per step, dropped after the scan
         return step(state, x)[0], pytree.tree_leaves(state)[0].new_zeros(())
 
-    state, _ = scan(with_output, init, xs)
+    state, _ = scan(with_output, init, xs, reverse=reverse)
     return tuple(narrow(tuple(state)))[: len(carry)], ()
 
 
@@ -314,7 +326,10 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     if _symbolic(start, stop, step):
         carry, body = _with_flags(carry, body, literals, n + m)
     plain = isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1
-    scannable = plain and not isinstance(stop, torch.Tensor) and not _data_dependent(stop)
+    # ``reversed(range(n))``, ``range(n - 1, -1, -1)``: the same steps as range(n), taken backwards
+    backwards = isinstance(stop, int) and stop == -1 and isinstance(step, int) and step == -1
+    steps = start + 1 if backwards else stop
+    scannable = (plain or backwards) and not isinstance(steps, torch.Tensor) and not _data_dependent(steps)
     if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
         state, step_body = tuple(carry), _unread(body, len(reads))
         for i in range(start, stop, step):
@@ -330,7 +345,7 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
         # (the buffers' metadata read here: read in the step, they would become inputs of the scan)
         like = {k: (carry[k].shape[1:], carry[k].dtype, carry[k].device) for k in rows}
         # the read tensors with a row per step: slices of the scan (the others are read in the step)
-        sliced = [j for j, t in enumerate(reads) if isinstance(t, torch.Tensor) and _rows_of(t, stop)]
+        sliced = [j for j, t in enumerate(reads) if isinstance(t, torch.Tensor) and _rows_of(t, steps)]
 
         def scan_step(state, xs):
             i, given = xs[0], dict(zip(sliced, xs[1:]))
@@ -342,21 +357,31 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
             per_step = (*(out[k].row() for k in rows), *out[n:])
             return fresh_outputs(new, state) or (state[0] + 0,), fresh_outputs(per_step, (*state, *new))
 
-        xs = [torch.arange(stop), *(reads[j] for j in sliced)]
-        final, ys = _scan(scan_step, [carry[k] for k in loose], xs, None, bool(rows) or m > 0)
+        xs = [torch.arange(steps), *(reads[j] for j in sliced)]
+        final, ys = _scan(scan_step, [carry[k] for k in loose], xs, None, bool(rows) or m > 0, backwards)
         full = list(carry)
         for j, k in enumerate(loose):
             full[k] = final[j]
         for j, k in enumerate(rows):
-            carry[k][:stop].copy_(ys[j])  # one copy of the rows, instead of one of the buffer per step
+            carry[k][:steps].copy_(ys[j])  # one copy of the rows, instead of one of the buffer per step
         done = _write_back(carry, full, [k for k in mutated if k not in rows], kept)
-        return _from_tuple((*done, *_stacked(appends, ys[len(rows) :])))
+        appended = [y.flip(0) for y in ys[len(rows) :]] if backwards else ys[len(rows) :]  # in the steps' order
+        return _from_tuple((*done, *_stacked(appends, appended)))
     # the stop goes in as a carried 0-d tensor. Closed over, a tensor stop (an enclosing loop's
     # index) is lifted under the same name as that index inside an enclosing cond or scan, and
     # dynamo's codegen then fails ("duplicate argument 'child_3' in function definition"); a
     # SymInt stop becomes an input of the while_loop that torch.compile's inductor cannot take
     # ("A subgraph argument other than striding has been modified", torch 2.13)
     return _counted_with_bounds(start, stop, step, _unread(body, len(reads)), carry, mutated, kept, _origin)
+
+
+def length(value):
+    """``len(value)`` in the bounds of a ``for`` the compiler converted (``range(len(x))``): a tensor's
+    length as the symbolic size it is while tracing. Python's ``len`` needs an int, which fixes the
+    size to the example's under non-strict export; eagerly it is ``len(value)``."""
+    if tracing() and isinstance(value, torch.Tensor) and value.dim() > 0:
+        return value.shape[0]
+    return len(value)
 
 
 def _rows_of(t: torch.Tensor, stop) -> bool:
@@ -443,11 +468,14 @@ def _range_args(bounds) -> tuple:
     return args
 
 
-def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zipped=False, appends=(), literals=()):
+def for_each(
+    iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zipped=False, unbind=False, appends=(), literals=()
+):
     """``for row in x: body`` -> ``scan`` over the first dimension of tensors of symbolic length.
 
     ``enumerated=start``: ``for i, row in enumerate(x, start)`` (the body takes ``i, row``);
-    ``zipped``: ``for a, b in zip(x, y)`` (``iterable`` is the tuple of zipped values).
+    ``zipped``: ``for a, b in zip(x, y)`` (``iterable`` is the tuple of zipped values);
+    ``unbind``: ``for row in x.unbind(0)`` (``iterable`` is ``x``, whose ``unbind(0)`` Python iterates).
     """
     sources = tuple(iterable) if zipped else (iterable,)
     lengths = [t.shape[0] for t in sources if isinstance(t, torch.Tensor) and t.dim() > 0]
@@ -457,7 +485,7 @@ def for_each(iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zip
         carry, body = _with_flags(carry, body, literals, count + m)
     traced = traced and _all_tensors(carry)
     if not traced:
-        items = builtins.zip(*sources) if zipped else iterable
+        items = builtins.zip(*sources) if zipped else iterable.unbind(0) if unbind else iterable
         if enumerated is not None:
             items = ((i, *row) if zipped else (i, row) for i, row in builtins.enumerate(items, enumerated))
         state = tuple(carry)

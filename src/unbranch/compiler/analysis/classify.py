@@ -322,6 +322,27 @@ def _pairwise(node: ast.Assign) -> bool:
     return len(names) == len(values) and all(isinstance(n, ast.Name) for n in names)
 
 
+def unbound(iterable: ast.AST):
+    """``x`` for ``x.unbind()``, ``x.unbind(0)``, ``torch.unbind(x, dim=0)`` (the rows of ``x``), else None."""
+    if not isinstance(iterable, ast.Call) or not isinstance(iterable.func, ast.Attribute):
+        return None
+    f, args = iterable.func, list(iterable.args)
+    if f.attr != "unbind" or any(isinstance(a, ast.Starred) for a in args):
+        return None
+    if isinstance(f.value, ast.Name) and f.value.id == "torch":
+        if not args:
+            return None
+        tensor, args = args[0], args[1:]
+    else:
+        tensor = f.value
+    dims = args + [k.value for k in iterable.keywords if k.arg == "dim"]
+    if len(dims) > 1 or any(k.arg != "dim" for k in iterable.keywords):
+        return None
+    if dims and not (isinstance(dims[0], ast.Constant) and dims[0].value == 0 and type(dims[0].value) is int):
+        return None
+    return tensor
+
+
 class Classifier:
     """Classifies expressions of one function, using what it knows of the function's names."""
 
@@ -582,9 +603,12 @@ class Classifier:
             if not 1 <= len(iterable.args) <= 3 or iterable.keywords:
                 return False
             return any(self.kind(a) in (SHAPE, TENSOR) for a in iterable.args)
-        if isinstance(iterable, ast.Call) and getattr(iterable.func, "id", None) in ("enumerate", "zip"):
+        if isinstance(iterable, ast.Call) and getattr(iterable.func, "id", None) in ("enumerate", "zip", "reversed"):
             first = iterable.args[0] if iterable.args else None  # enumerate(x), zip(x, y): over x
             return first is not None and not isinstance(first, ast.Starred) and self.loop_candidate(first)
+        rows = unbound(iterable)
+        if rows is not None:  # x.unbind(0), torch.unbind(x): the rows of x
+            return self.loop_candidate(rows)
         if isinstance(iterable, ast.Name) and iterable.id in self.params:
             return True  # `for row in x` over an argument: usually a tensor; the runtime checks
         # (a SHAPE iterable, ``x.shape[-2:]``, is a tuple of sizes: a plain Python loop, never a scan)

@@ -33,14 +33,17 @@ place, Python containers or attributes changed in the body.
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 
 import libcst as cst
 
+from ..analysis.classify import unbound
 from ..analysis.effects import block_effects
 from ..analysis.liveness import surroundings
-from ..analysis.names import OwnScope, block_writes, expr_reads
+from ..analysis.names import OwnScope, block_writes, expr_reads, param_names
 from ..analysis.walk import read, transform
 from ..lower.build import tuple_node
 from ..origins import Inheriting
@@ -74,17 +77,73 @@ def _call_of(it, name: str) -> cst.Call | None:
     return None
 
 
+def _less_one(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``expr - 1`` (parenthesised where it binds less tightly), ``-1`` for ``0``."""
+    if isinstance(expr, cst.Integer):
+        return (
+            cst.Integer(str(int(expr.value, 0) - 1))
+            if int(expr.value, 0)
+            else cst.UnaryOperation(cst.Minus(), cst.Integer("1"))
+        )
+    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+        expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.BinaryOperation(expr, cst.Subtract(), cst.Integer("1"))
+
+
+def _reversed_range(it) -> cst.Tuple | None:
+    """``(b - 1, a - 1, -1)``, the bounds of ``range`` that ``reversed(range(a, b))`` (or of ``b``) counts."""
+    rev = _call_of(it, "reversed")
+    rng = _call_of(rev.args[0].value, "range") if rev is not None and len(rev.args) == 1 else None
+    if rng is None or any(a.keyword for a in (*rev.args, *rng.args)) or not 1 <= len(rng.args) <= 2:
+        return None
+    start = rng.args[0].value if len(rng.args) == 2 else cst.Integer("0")
+    down = cst.UnaryOperation(cst.Minus(), cst.Integer("1"))
+    return cst.Tuple([cst.Element(e) for e in (_less_one(rng.args[-1].value), _less_one(start), down)])
+
+
+def _unbound(it) -> cst.BaseExpression | None:
+    """``x`` for ``x.unbind(0)``, ``torch.unbind(x)`` and the like (classify.unbound decides which)."""
+    if not isinstance(it, cst.Call) or unbound(ast.parse(cst.Module([]).code_for_node(it), mode="eval").body) is None:
+        return None
+    f = it.func
+    return it.args[0].value if isinstance(f.value, cst.Name) and f.value.value == "torch" else f.value
+
+
+def _enumerated_zip(node: cst.For) -> Iteration | None:
+    """``for i, (a, b) in enumerate(zip(x, y))``."""
+    enum = _call_of(node.iter, "enumerate")
+    zipped = _call_of(enum.args[0].value, "zip") if enum is not None and len(enum.args) == 1 else None
+    target = node.target
+    if zipped is None or any(a.keyword for a in (*enum.args, *zipped.args)) or not isinstance(target, cst.Tuple):
+        return None
+    index, *rest = target.elements
+    items = _names(rest[0].value) if len(rest) == 1 else None
+    if not isinstance(index.value, cst.Name) or items is None or len(items) != len(zipped.args):
+        return None
+    over = cst.Tuple([cst.Element(a.value) for a in zipped.args])
+    keywords = {"enumerated": cst.Integer("0"), "zipped": cst.Name("True")}
+    return Iteration("for_each", over, [index.value.value, *items], [index.value.value], keywords)
+
+
 def iteration(node: cst.For) -> Iteration | Refusal:
     targets = _names(node.target)
     if targets is None:
-        return Refusal("a for loop whose target is not a name or a tuple of names")
+        return _enumerated_zip(node) or Refusal("a for loop whose target is not a name or a tuple of names")
     it = node.iter
     rng, enum, zipped = _call_of(it, "range"), _call_of(it, "enumerate"), _call_of(it, "zip")
-    if rng is not None and not any(a.keyword for a in rng.args) and 1 <= len(rng.args) <= 3:
+    backwards = _reversed_range(it)
+    if (rng is not None and not any(a.keyword for a in rng.args) and 1 <= len(rng.args) <= 3) or backwards:
         if len(targets) != 1 or not isinstance(node.target, cst.Name):
             return Refusal("a for loop over range() unpacking its index")
+        if backwards is not None:
+            return Iteration("for_range", backwards, targets, targets)
         bounds = rng.args[0].value if len(rng.args) == 1 else cst.Tuple([cst.Element(a.value) for a in rng.args])
         return Iteration("for_range", bounds, targets, targets)
+    if _call_of(it, "reversed") is not None:
+        return Refusal("a for loop over reversed() of something other than range(n) or range(a, b)")
+    rows = _unbound(it)
+    if rows is not None and isinstance(node.target, cst.Name):
+        return Iteration("for_each", rows, targets, [], {"unbind": cst.Name("True")})
     if enum is not None and 1 <= len(enum.args) <= 2:
         if len(targets) != 2 or not isinstance(node.target, cst.Tuple):
             return Refusal("a for loop over enumerate() whose target is not 'i, item'")
@@ -101,6 +160,22 @@ def iteration(node: cst.For) -> Iteration | Refusal:
     if not isinstance(node.target, cst.Name):
         return Refusal("a for loop unpacking the rows of a tensor")
     return Iteration("for_each", it, targets, [])
+
+
+class _Lengths(cst.CSTTransformer):
+    """``len(x)`` (or ``_ub.len_(x)``, from normalise/lengths) -> ``_ub.length(x)`` in a converted
+    loop's bounds: the size stays symbolic."""
+
+    def __init__(self, ctx):
+        super().__init__()
+        self.ctx = ctx
+
+    def leave_Call(self, original, updated):
+        f = updated.func
+        written = isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == self.ctx.runtime
+        if (_call_of(updated, "len") is not None or (written and f.attr.value == "len_")) and len(updated.args) == 1:
+            return self.ctx.runtime_call("length", updated.args[0].value) if not updated.args[0].keyword else updated
+        return updated
 
 
 class _IndexUses(cst.CSTVisitor):
@@ -354,6 +429,70 @@ def _row_writes(body, names, index: str) -> dict[str, int]:
 class ForToScan(LoopRule):
     CONSTRUCT = "for"
     EXAMPLES = [
+        Rewrite(  # counting down: a scan taking its steps from the last row (appends in the steps' order)
+            """
+            def forward(self, x):
+                outs = []
+                h = torch.zeros(x.shape[1])
+                for i in reversed(range(x.shape[0])):
+                    h = torch.tanh(h + x[i])
+                    outs.append(h)
+                return torch.stack(outs)
+            """,
+            """
+            def forward(self, x):
+                outs = []
+                h = torch.zeros(x.shape[1])
+                def loop_body_1(i, x_row, h):
+                    h = torch.tanh(h + _ub.row(x_row, x, i))
+                    outs_item = h
+                    return h, outs_item
+                h, outs = _ub.for_range((x.shape[0] - 1, -1, -1), loop_body_1, carry=(h,), reads=(x,), appends=(outs,))
+                return _ub.stack(outs)
+            """,
+        ),
+        Rewrite(  # the rows of x.unbind(0); len(x) as a bound stays symbolic (Python's len fixes it)
+            """
+            def forward(self, x):
+                acc = torch.zeros(x.shape[1])
+                for row in x.unbind(0):
+                    acc = acc + row
+                for i in range(len(x)):
+                    acc = acc * x[i]
+                return acc
+            """,
+            """
+            def forward(self, x):
+                acc = torch.zeros(x.shape[1])
+                def loop_body_1(row, acc):
+                    acc = acc + row
+                    return acc
+                acc = _ub.for_each(x, loop_body_1, carry=(acc,), unbind=True)
+                def loop_body_2(i, x_row, acc):
+                    acc = acc * _ub.row(x_row, x, i)
+                    return acc
+                acc = _ub.for_range(_ub.length(x), loop_body_2, carry=(acc,), reads=(x,))
+                return acc
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
+                acc = torch.zeros(x.shape[1])
+                for i, (a, b) in enumerate(zip(x, x.flip(0))):
+                    acc = acc + a * b * i
+                return acc
+            """,
+            """
+            def forward(self, x):
+                acc = torch.zeros(x.shape[1])
+                def loop_body_1(i, a, b, acc):
+                    acc = acc + a * b * i
+                    return acc
+                acc = _ub.for_each((x, x.flip(0)), loop_body_1, carry=(acc,), enumerated=0, zipped=True)
+                return acc
+            """,
+        ),
         Rewrite(
             """
             def forward(self, x, y):
@@ -557,6 +696,8 @@ class ForToScan(LoopRule):
         form = iteration(original)
         if isinstance(form, Refusal):
             return form
+        if form.helper == "for_range" and not {"len"} & (set(param_names(self.fn)) | block_writes(self.fn.body.body)):
+            form = dataclasses.replace(form, over=transform(form.over, _Lengths(self.ctx)))
         body = list(updated.body.body)
         after = list(updated.orelse.body.body) if updated.orelse is not None else []
         live = self.facts.live_out.get(original, set())
