@@ -72,6 +72,18 @@ class RowLoop(torch.nn.Module):
         return out
 
 
+class Backwards(torch.nn.Module):
+    """A recurrence run from the last row to the first (``reversed(range(n))``), its states stacked."""
+
+    def forward(self, x):
+        h = torch.zeros(x.shape[1])
+        outs = []
+        for i in reversed(range(x.shape[0])):
+            h = torch.tanh(h * 0.5 + x[i])
+            outs.append(h)
+        return torch.stack(outs)
+
+
 class RunningSum(torch.nn.Module):
     """A loop carrying an accumulator of fixed shape."""
 
@@ -221,6 +233,14 @@ PROGRAMS = {
             Appends,
             rows(4),
             {"rows": (torch.randn(6, 4),)},
+        ),
+        Program(
+            "backwards",
+            "`for i in reversed(range(n)): h = f(h, x[i]); outs.append(h)`",
+            "scan taking the rows backwards, stacked outputs",
+            Backwards,
+            rows(4),
+            {"rows": (torch.randn(6, 4),), "1 row": (torch.randn(1, 4),)},
         ),
         Program(
             "index-arithmetic",

@@ -201,15 +201,14 @@ def _refuse_data_dependent(construct: str):
     )
 
 
-def _scan(step, carry, xs, device, outputs: bool, reverse: bool = False):
-    """(final carry, stacked per-step outputs); ``outputs``: does ``step`` give any? ``reverse``: the
-    steps take ``xs`` from the last row to the first (the outputs still stack in the rows' order)."""
+def _scan(step, carry, xs, device, outputs: bool):
+    """(final carry, stacked per-step outputs); ``outputs``: does ``step`` give any?"""
     from torch._higher_order_ops.scan import scan
 
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
     step, init, narrow = _float_carry(step, init)
     if outputs:
-        state, ys = scan(step, init, xs, reverse=reverse)
+        state, ys = scan(step, init, xs)
         return tuple(narrow(tuple(state)))[: len(carry)], tuple(ys)
 
     def with_output(state, x):
@@ -217,7 +216,7 @@ def _scan(step, carry, xs, device, outputs: bool, reverse: bool = False):
         # not an OpOverload"): one 0-d output per step, dropped after the scan
         return step(state, x)[0], pytree.tree_leaves(state)[0].new_zeros(())
 
-    state, _ = scan(with_output, init, xs, reverse=reverse)
+    state, _ = scan(with_output, init, xs)
     return tuple(narrow(tuple(state)))[: len(carry)], ()
 
 
@@ -357,16 +356,19 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
             per_step = (*(out[k].row() for k in rows), *out[n:])
             return fresh_outputs(new, state) or (state[0] + 0,), fresh_outputs(per_step, (*state, *new))
 
-        xs = [torch.arange(steps), *(reads[j] for j in sliced)]
-        final, ys = _scan(scan_step, [carry[k] for k in loose], xs, None, bool(rows) or m > 0, backwards)
+        # backwards, the steps take the rows flipped (torch's own reverse scan, which flips its
+        # outputs back, does not compile in AOTInductor: "conflicting declaration", torch 2.13)
+        in_order = (lambda t: t.flip(0)) if backwards else (lambda t: t)
+        index = torch.arange(start, -1, -1) if backwards else torch.arange(steps)
+        xs = [index, *(in_order(reads[j]) for j in sliced)]
+        final, ys = _scan(scan_step, [carry[k] for k in loose], xs, None, bool(rows) or m > 0)
         full = list(carry)
         for j, k in enumerate(loose):
             full[k] = final[j]
         for j, k in enumerate(rows):
-            carry[k][:steps].copy_(ys[j])  # one copy of the rows, instead of one of the buffer per step
+            carry[k][:steps].copy_(in_order(ys[j]))  # one copy of the rows, not one of the buffer per step
         done = _write_back(carry, full, [k for k in mutated if k not in rows], kept)
-        appended = [y.flip(0) for y in ys[len(rows) :]] if backwards else ys[len(rows) :]  # in the steps' order
-        return _from_tuple((*done, *_stacked(appends, appended)))
+        return _from_tuple((*done, *_stacked(appends, ys[len(rows) :])))
     # the stop goes in as a carried 0-d tensor. Closed over, a tensor stop (an enclosing loop's
     # index) is lifted under the same name as that index inside an enclosing cond or scan, and
     # dynamo's codegen then fails ("duplicate argument 'child_3' in function definition"); a
