@@ -218,6 +218,19 @@ class LenBound(torch.nn.Module):
         return acc
 
 
+class WhileLen(torch.nn.Module):
+    """``while i < len(x)``: the while test's length stays symbolic."""
+
+    def forward(self, x):
+        i = 0
+        acc = torch.zeros(x.shape[1])
+        while i < len(x):
+            if x[i].sum() > 2:
+                acc = acc + x[i]
+            i += 1
+        return acc
+
+
 class EnumeratedPairs(torch.nn.Module):
     def forward(self, x):
         acc = torch.zeros(x.shape[1])
@@ -246,6 +259,7 @@ CONVERTED = {
     CountDown: [_rows(1, 5, 1, 5), _rows(9, 1), _rows(1), _rows(1, 1, 1, 8, 1, 1, 1)],
     UnbindRows: [_rows(1, 5, 1, 5), _rows(3, 1), _rows(1), _rows(1, 1, 1, 8, 1, 1, 1)],
     LenBound: [_rows(1, 5, 1, 5), _rows(3, 1), _rows(1), _rows(1, 1, 1, 8, 1, 1, 1)],
+    WhileLen: [_rows(1, 5, 1, 5), _rows(3, 1), _rows(1), _rows(1, 1, 1, 8, 1, 1, 1)],
     EnumeratedPairs: [_rows(4, 4, 1, 4), _rows(4, 1), _rows(4, 1, 4), _rows(5, 5, 5, 1, 5, 5, 1)],
 }
 

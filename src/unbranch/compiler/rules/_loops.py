@@ -17,7 +17,7 @@ import libcst as cst
 from ..analysis.classify import TENSOR, UNKNOWN
 from ..analysis.effects import block_effects, closures
 from ..analysis.liveness import analyse_function, live_in
-from ..analysis.names import OwnScope, block_writes, expr_reads, reads_of
+from ..analysis.names import OwnScope, block_writes, expr_reads, param_names, reads_of
 from ..analysis.walk import read, transform
 from ..context import taken_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
@@ -199,6 +199,22 @@ def as_written(body, runtime: str) -> list:
     return [transform(s, v) for s in body]
 
 
+class _Lengths(cst.CSTTransformer):
+    """``len(x)``, or ``_ub.len_(x)`` (normalise/lengths wrote it), -> ``_ub.length(x)``."""
+
+    def __init__(self, ctx):
+        super().__init__()
+        self.ctx = ctx
+
+    def leave_Call(self, original, updated):
+        f, args = updated.func, updated.args
+        ours = isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == self.ctx.runtime
+        named = (isinstance(f, cst.Name) and f.value == "len") or (ours and f.attr.value == "len_")
+        if named and len(args) == 1 and args[0].keyword is None and not args[0].star:
+            return self.ctx.runtime_call("length", args[0].value)
+        return updated
+
+
 class LoopRule(Pass):
     """The skeleton of every loop rule; subclasses define ``plan`` (and ``ROLES``, ``CONSTRUCT``)."""
 
@@ -218,6 +234,13 @@ class LoopRule(Pass):
 
     def _scope(self):
         return self._functions[-1]
+
+    def symbolic_lengths(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        """``expr`` (a loop's bounds or test) with ``len(x)`` as ``_ub.length(x)``: the size stays
+        symbolic, where Python's ``len`` would fix it to the example's under non-strict export."""
+        if "len" in set(param_names(self.fn)) | block_writes(self.fn.body.body):
+            return expr  # (the user's own len)
+        return transform(expr, _Lengths(self.ctx))
 
     def _generated(self, node) -> bool:
         """A function unbranch wrote (a branch function, an inner loop's body): loops in it are code too."""

@@ -43,7 +43,7 @@ import libcst as cst
 from ..analysis.classify import unbound
 from ..analysis.effects import block_effects
 from ..analysis.liveness import surroundings
-from ..analysis.names import OwnScope, block_writes, expr_reads, param_names
+from ..analysis.names import OwnScope, block_writes, expr_reads
 from ..analysis.walk import read, transform
 from ..lower.build import tuple_node
 from ..origins import Inheriting
@@ -160,22 +160,6 @@ def iteration(node: cst.For) -> Iteration | Refusal:
     if not isinstance(node.target, cst.Name):
         return Refusal("a for loop unpacking the rows of a tensor")
     return Iteration("for_each", it, targets, [])
-
-
-class _Lengths(cst.CSTTransformer):
-    """``len(x)`` (or ``_ub.len_(x)``, from normalise/lengths) -> ``_ub.length(x)`` in a converted
-    loop's bounds: the size stays symbolic."""
-
-    def __init__(self, ctx):
-        super().__init__()
-        self.ctx = ctx
-
-    def leave_Call(self, original, updated):
-        f = updated.func
-        written = isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == self.ctx.runtime
-        if (_call_of(updated, "len") is not None or (written and f.attr.value == "len_")) and len(updated.args) == 1:
-            return self.ctx.runtime_call("length", updated.args[0].value) if not updated.args[0].keyword else updated
-        return updated
 
 
 class _IndexUses(cst.CSTVisitor):
@@ -696,8 +680,8 @@ class ForToScan(LoopRule):
         form = iteration(original)
         if isinstance(form, Refusal):
             return form
-        if form.helper == "for_range" and not {"len"} & (set(param_names(self.fn)) | block_writes(self.fn.body.body)):
-            form = dataclasses.replace(form, over=transform(form.over, _Lengths(self.ctx)))
+        if form.helper == "for_range":
+            form = dataclasses.replace(form, over=self.symbolic_lengths(form.over))
         body = list(updated.body.body)
         after = list(updated.orelse.body.body) if updated.orelse is not None else []
         live = self.facts.live_out.get(original, set())

@@ -56,6 +56,30 @@ class WhileToLoop(LoopRule):
     ROLES = ("cond", "body")
     CONSTRUCT = "while"
     EXAMPLES = [
+        Rewrite(  # len(x) in the test: a symbolic size (Python's len fixes it under non-strict export)
+            """
+            def forward(self, x):
+                i = 0
+                acc = torch.zeros(x.shape[1])
+                while i < len(x) and x[i].sum() > 0:
+                    acc = acc + x[i]
+                    i += 1
+                return acc
+            """,
+            """
+            def forward(self, x):
+                i = 0
+                acc = torch.zeros(x.shape[1])
+                def loop_cond_1(i, acc):
+                    return _ub.and_(i < _ub.length(x), lambda: _ub.at(x, clamped=True)[i].sum() > 0)
+                def loop_body_1(i, acc):
+                    acc = acc + _ub.at(x)[i]
+                    i += 1
+                    return i, acc
+                i, acc = _ub.while_stmt(loop_cond_1, loop_body_1, (i, acc), mutated=(0,), kept=(0,), literals=(0,))
+                return acc
+            """,
+        ),
         Rewrite(
             """
             def forward(self, x):
@@ -140,7 +164,7 @@ class WhileToLoop(LoopRule):
         return TruthForms(self.fn, self.ctx)
 
     def plan(self, original: cst.While, updated: cst.While) -> LoopPlan | Refusal:
-        body, test = list(updated.body.body), updated.test
+        body, test = list(updated.body.body), self.symbolic_lengths(updated.test)
         after = list(updated.orelse.body.body) if updated.orelse is not None else []  # (no break is left)
         state = self.carried(original, body, test, after=after)
         if isinstance(state, Refusal):
