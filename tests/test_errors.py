@@ -287,3 +287,29 @@ def test_a_constant_tensor_in_a_loop_is_explained_and_strict_export_takes_it():
     )
     assert {bool((r * model.table).sum() > 0) for r in x} == {True, False}  # both sides of the if
     torch.testing.assert_close(ep.module()(x), model(x))
+
+
+class TraceableAssert(torch.nn.Module):
+    def forward(self, x):
+        torch._assert((x > -100).all(), "input out of range")  # torch's traceable assert
+        if x.sum() > 0:
+            x = x * 2
+        return x
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_torch_assert_on_a_tensor_is_a_check_in_the_exported_program(strict):
+    """Plain export stops at torch._assert's bool(); rewritten, it is a runtime check that passes
+    and fails as eagerly (both sides of the if, another size)."""
+    model = TraceableAssert()
+    ep = unbranch.export(model, (torch.randn(4, 3),), dynamic_shapes=({0: torch.export.Dim.DYNAMIC},), strict=strict)
+    for x in (torch.rand(6, 3), -torch.rand(2, 3)):
+        torch.testing.assert_close(ep.module()(x), model(x))
+    bad = torch.full((5, 3), -1000.0)
+    with pytest.raises(AssertionError, match="input out of range"):
+        model(bad)
+    with pytest.raises(Exception, match="input out of range"):
+        ep.module()(bad)
+    with unbranch.torch_export_rewrite(rewrite=[TraceableAssert.forward]):  # eagerly the same error
+        with pytest.raises(AssertionError, match="input out of range"):
+            model(bad)

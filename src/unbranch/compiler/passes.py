@@ -89,6 +89,7 @@ def _ifexp(node, classifier) -> bool:
 IF = Kind("if", r"\bif\b", (ast.If,), conditional)
 LOOP = Kind("loop", r"\b(?:for|while)\b", (ast.For, ast.While), _loop)
 IFEXP = Kind("ifexp", r"\bif\b", (ast.IfExp, ast.Lambda), _ifexp)
+ASSERT = Kind("assert", r"\bassert\b", (ast.Assert,), conditional)  # (also what TorchAssert writes)
 
 
 class Cannot(Exception):
@@ -97,6 +98,7 @@ class Cannot(Exception):
 
 class Pass(OwnScope, Inheriting):
     HANDLES: ClassVar[frozenset[Kind]] = frozenset()  # the kinds of candidate it runs for
+    PRODUCES: ClassVar[frozenset[Kind]] = frozenset()  # the kinds it writes, for the passes after it
     NEEDS: ClassVar[tuple[str, ...]] = ()  # "liveness": self.facts for the tree this pass gets
     EXAMPLES: ClassVar[list] = []
     EXPRESSIONS: ClassVar[bool] = False  # True: the pass looks inside simple statements too

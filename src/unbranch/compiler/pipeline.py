@@ -26,6 +26,7 @@ from .normalise.elif_chain import ElifChain
 from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
 from .normalise.lengths import Lengths
+from .normalise.torch_assert import TorchAssert
 from .origins import Origins
 from .rules.for_to_scan import ForToScan
 from .rules.if_to_cond import IfToCond
@@ -35,7 +36,8 @@ from .rules.while_to_loop import WhileToLoop
 from .source import SourceInfo
 
 PASSES = [
-    RaiseToCheck,  # first: `if c: raise` must not count as an early return
+    TorchAssert,  # torch._assert(c, m) -> assert c, m (for RaiseToCheck)
+    RaiseToCheck,  # first of the rules: `if c: raise` must not count as an early return
     ElifChain,  # dispatched elifs become `else: if`, so each if is a replaceable statement
     LeadingBreak,  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
     JumpFlags,  # other break/continue/return in loops -> flags, `if not flag:` guards, `if ret: return v` after
@@ -164,6 +166,7 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
     for step in steps:
         if hooked or wanted & step.HANDLES:
             new = step.apply(new, ctx)
+            wanted |= step.PRODUCES
     if ctx.flags_left_python and JumpFlags not in skip:
         # jumps lowered to flags that an if left as Python then tests: under export that if would
         # meet a flag tensor where the plain loop guarded on sizes; keep the jumps as written

@@ -17,7 +17,6 @@ statements go into a function building the exception, run only when the check fa
 
 from __future__ import annotations
 
-import ast
 import functools
 
 import libcst as cst
@@ -29,9 +28,7 @@ from ..context import Note
 from ..lower.build import in_order
 from ..lower.predicates import runtime_predicate
 from ..lower.truth import TruthForms
-from ..passes import IF, Kind, Pass, Rewrite, Unchanged, conditional
-
-ASSERT = Kind("assert", r"\bassert\b", (ast.Assert,), conditional)
+from ..passes import ASSERT, IF, Pass, Rewrite, Unchanged
 
 
 class RaiseToCheck(Pass):
