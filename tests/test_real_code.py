@@ -3,6 +3,8 @@ matches eager on inputs taking each side and at another size, or fails at export
 UnbranchError naming the file, the line and the reason.
 """
 
+import logging
+
 import pytest
 import torch
 from helpers import assert_same, count_conds, line_of
@@ -499,3 +501,37 @@ def test_an_alias_through_nested_conds(strict):
         for g, w in zip(got, want):
             assert_same(g, w)
         assert_same(ours, theirs)  # y as the original changed it in place
+
+
+_log = logging.getLogger("unbranch.tests.user_model")
+
+
+class LogsInABranch(torch.nn.Module):
+    """A warning logged on the side that repairs the input, and in a loop's branch."""
+
+    def forward(self, x):
+        if torch.isnan(x).any():
+            _log.warning("nan in the input, replaced by 0")
+            x = torch.nan_to_num(x)
+        acc = torch.zeros(x.shape[1])
+        for i in range(x.shape[0]):
+            if x[i].sum() > 2:
+                _log.info("a large row")
+                acc = acc + x[i]
+        return acc
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_logging_in_converted_code_is_dropped_from_the_program_as_strict_export_drops_it(strict, caplog):
+    """Non-strict export failed ("logging.Logger method not supported for non-export cases"):
+    torch traces the branches with dynamo outside export mode. Eagerly the warnings still come."""
+    model = LogsInABranch()
+    ep = unbranch.export(model, (torch.randn(4, 3),), dynamic_shapes=({0: torch.export.Dim.DYNAMIC},), strict=strict)
+    big, nan = torch.full((5, 3), 1.0), torch.randn(3, 3)
+    nan[1, 1] = float("nan")
+    for x in (big, nan, torch.zeros(2, 3)):
+        torch.testing.assert_close(ep.module()(x.clone()), model(x.clone()))
+    with unbranch.torch_export_rewrite(rewrite=[LogsInABranch.forward]), caplog.at_level(logging.INFO):
+        model(nan.clone())
+    assert "nan in the input" in caplog.text
+    assert torch._dynamo.config.ignore_logging_functions == set()  # nothing left behind

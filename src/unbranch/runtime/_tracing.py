@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 
 import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
@@ -20,6 +21,27 @@ def tracing() -> bool:
     inductor backends), whose graphs must stay what the original code gives.
     """
     return torch.compiler.is_exporting() or (LOWER_UNDER_COMPILE and torch.compiler.is_compiling())
+
+
+# what a user's code logs with (``log.warning(...)``), as dynamo's ignore set names them
+_LOGGING = frozenset(
+    getattr(logging.Logger, name)
+    for name in ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
+)
+
+
+@contextlib.contextmanager
+def logging_dropped():
+    """Logging calls in what torch's control-flow operators trace are no-ops, as strict export
+    makes them. Under non-strict export torch traces the operators' bodies with dynamo outside
+    export mode, which refuses them ("logging.Logger method not supported for non-export cases");
+    under strict export (dynamo already tracing) there is nothing to change."""
+    if torch.compiler.is_dynamo_compiling():
+        yield
+        return
+    config = torch._dynamo.config
+    with config.patch(ignore_logging_functions=config.ignore_logging_functions | _LOGGING):
+        yield
 
 
 _KEPT_BY_US = [0]  # open checks_kept contexts; cond is in the impure set because of them

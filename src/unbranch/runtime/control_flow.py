@@ -16,7 +16,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 
-from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller
+from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller
 from .jumps import tensorised
 
 # the operators rewritten code calls as ``_ub.<name>``
@@ -245,7 +245,8 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
         branch.__name__ = getattr(fn, "__name__", "branch")
         return branch
 
-    out = torch.cond(pred, adapt(then_fn), adapt(else_fn), _unaliased(distinct))
+    with logging_dropped():
+        out = torch.cond(pred, adapt(then_fn), adapt(else_fn), _unaliased(distinct))
     if writable:  # (indexing, not loop variables: see the note in ``branch``)
         out, written = out
         for n, k in enumerate(writable):
@@ -388,7 +389,8 @@ def if_exp(pred, then_fn, else_fn):
         return then_fn() if taken else else_fn()
     _refuse_strict_autocast(origin_of_caller(1), "conditional expression")
     try:
-        out = torch.cond(pred, _copied(then_fn), _copied(else_fn), ())
+        with logging_dropped():
+            out = torch.cond(pred, _copied(then_fn), _copied(else_fn), ())
     except Exception as e:  # (non-strict only: under strict export dynamo reports torch's errors itself)
         if isinstance(pred, torch.SymBool):
             # sides torch.cond cannot return (sizes, None...): specialise on the shape condition

@@ -35,7 +35,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils import _pytree as pytree
 
-from ._tracing import fail, fresh_outputs, is_symbolic, origin_of_caller, tracing
+from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller, tracing
 from .jumps import tensorised
 
 # the operators rewritten code calls as ``_ub.<name>``
@@ -100,7 +100,8 @@ def _while(test, step, state, where) -> tuple:
     if TARGET != "executorch":
         from torch._higher_order_ops.while_loop import while_loop
 
-        return tuple(while_loop(test, step, state))
+        with logging_dropped():
+            return tuple(while_loop(test, step, state))
     place = where()
     if MAX_ITERATIONS is None:
         fail(
@@ -208,7 +209,8 @@ def _scan(step, carry, xs, device, outputs: bool):
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
     step, init, narrow = _float_carry(step, init)
     if outputs:
-        state, ys = scan(step, init, xs)
+        with logging_dropped():
+            state, ys = scan(step, init, xs)
         return tuple(narrow(tuple(state)))[: len(carry)], tuple(ys)
 
     def with_output(state, x):
@@ -216,7 +218,8 @@ def _scan(step, carry, xs, device, outputs: bool):
         # not an OpOverload"): one 0-d output per step, dropped after the scan
         return step(state, x)[0], pytree.tree_leaves(state)[0].new_zeros(())
 
-    state, _ = scan(with_output, init, xs)
+    with logging_dropped():
+        state, _ = scan(with_output, init, xs)
     return tuple(narrow(tuple(state)))[: len(carry)], ()
 
 
