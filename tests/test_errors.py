@@ -236,6 +236,17 @@ class CarriedChangesShape(torch.nn.Module):
         return y * torch.tanh(x)
 
 
+class WhileCarriedChangesShape(torch.nn.Module):
+    def forward(self, x, y):
+        i = 0
+        while i < 3 and (y < -0.5).all():
+            i = i + 1
+            if y.mean() < -0.5:
+                y = x * 2  # y carries x's rows from here: another dynamic size than before the step
+                return torch.tanh(y - x), y
+        return x, y
+
+
 class ConstantTable(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -252,16 +263,19 @@ class ConstantTable(torch.nn.Module):
 
 
 @pytest.mark.parametrize("strict", [False, True])
-def test_a_loop_torch_cannot_carry_is_an_error_at_the_loop_in_the_users_terms(strict):
-    """torch's raw "Expected init and carry to have same metadata" becomes an UnbranchError at the for."""
+@pytest.mark.parametrize(
+    "make, header",
+    [(CarriedChangesShape, "for _ in range(x.shape[0])"), (WhileCarriedChangesShape, "while i < 3")],
+)
+def test_a_loop_torch_cannot_carry_is_an_error_at_the_loop_in_the_users_terms(make, header, strict):
+    """torch's raw "Expected init and carry to have same metadata" (scan) and "Expected
+    body_fn_output and carried_inputs to have same metadata" (while_loop) become an
+    UnbranchError at the loop."""
     dims = ({0: torch.export.Dim.DYNAMIC}, {0: torch.export.Dim.DYNAMIC})
     with pytest.raises(UnbranchError) as info:
-        with unbranch.torch_export_rewrite(rewrite=[CarriedChangesShape.forward]):
-            torch.export.export(
-                CarriedChangesShape(), (torch.randn(4, 3), torch.randn(4, 3)), dynamic_shapes=dims, strict=strict
-            )
-    where = line_of(CarriedChangesShape.forward, "for _ in range(x.shape[0])")
-    assert info.value.path == __file__ and info.value.line == where
+        with unbranch.torch_export_rewrite(rewrite=[make.forward]):
+            torch.export.export(make(), (torch.randn(4, 3), torch.randn(4, 3)), dynamic_shapes=dims, strict=strict)
+    assert info.value.path == __file__ and info.value.line == line_of(make.forward, header)
     assert "a value a loop carries has another shape" in str(info.value)
 
 

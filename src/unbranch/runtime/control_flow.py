@@ -103,7 +103,7 @@ _LIMITS = [
         "strict=True export traces it differently",
     ),
     (
-        ("Expected init and carry to have same metadata",),
+        ("Expected init and carry to have same metadata", "Expected body_fn_output and carried_inputs to have same"),
         "a value a loop carries has another shape or dtype after a step than before it (e.g. a branch in "
         "the loop gives it a size that depends on the side taken); torch's scan and while_loop carry "
         "values that keep theirs",
