@@ -327,3 +327,17 @@ def test_torch_assert_on_a_tensor_is_a_check_in_the_exported_program(strict):
     with unbranch.torch_export_rewrite(rewrite=[TraceableAssert.forward]):  # eagerly the same error
         with pytest.raises(AssertionError, match="input out of range"):
             model(bad)
+
+
+def test_a_cond_rejected_for_a_guard_on_data_names_the_expression_not_torchs_advice():
+    from unbranch.runtime.control_flow import rejection
+
+    text = (
+        "Could not guard on data-dependent expression zuf0 > -0.5 (unhinted: zuf0 > -0.5).  (Size-like symbols: none)\n"
+        "\nconsider using data-dependent friendly APIs such as guard_or_false, guard_or_true and statically_known_true."
+    )
+    why = rejection(RuntimeError(text))
+    assert (
+        why
+        == "code inside needs a Python value computed from data (Could not guard on data-dependent expression zuf0 > -0.5)"
+    )

@@ -9,6 +9,7 @@ its contract (tensor operands only, no aliasing of inputs, no input mutation).
 
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 
@@ -124,7 +125,17 @@ _LIMITS = [
 
 def rejection(e: BaseException) -> str:
     """Why torch.cond rejected a branch, in the user's terms when torch's message is a known one."""
-    return torch_limit(e) or next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e).strip())
+    known = torch_limit(e)
+    if known:
+        return known
+    guard = _GUARD.search(str(e))
+    if guard is not None:  # (torch's next line is its generic advice on guards)
+        return f"code inside needs a Python value computed from data ({guard.group(0).strip()})"
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[1] if len(lines) > 1 else (lines[0] if lines else "")
+
+
+_GUARD = re.compile(r"Could not (?:guard on|extract specialized integer from) data-dependent expression [^\n(]*")
 
 
 def torch_limit(e: BaseException) -> str | None:
