@@ -337,7 +337,5 @@ def test_a_cond_rejected_for_a_guard_on_data_names_the_expression_not_torchs_adv
         "\nconsider using data-dependent friendly APIs such as guard_or_false, guard_or_true and statically_known_true."
     )
     why = rejection(RuntimeError(text))
-    assert (
-        why
-        == "code inside needs a Python value computed from data (Could not guard on data-dependent expression zuf0 > -0.5)"
-    )
+    assert why.startswith("code inside needs a Python value computed from data")
+    assert why.endswith("(Could not guard on data-dependent expression zuf0 > -0.5)")
