@@ -73,6 +73,7 @@ CHECKS = (
     'if bool(({v}.abs() > 30.0).any()):\n    raise ValueError("too large")',
     'check_(({v}.abs() < 40.0).all(), "beyond 40")',
     'assert {v}.abs().max() < 50.0, "beyond 50"',
+    'torch._assert(({v}.abs() < 45.0).all(), "beyond 45")',
 )
 SHAPE_TESTS = ("{v}.shape[0] > 3", "{v}.size(0) < 4")  # SymBools under a dynamic batch
 INPLACE = ("{t}.mul_(0.5)", "{t}.add_(1.0)", "{t}.clamp_(-2.0, 2.0)", "{t}[{t} > 1.0] = 0.5", "halve_({t})")

@@ -94,7 +94,7 @@ def test_realcode_exported_matches_original(source, python_args):
     assert divergence is None or divergence.kind == "refusal", str(divergence)
 
 
-_CONSTRUCT = re.compile(r"^\s*(if|elif|while|for|assert)\b|\bif\b.*\belse\b")
+_CONSTRUCT = re.compile(r"^\s*(if|elif|while|for|assert|torch\._assert)\b|\bif\b.*\belse\b")
 
 
 @settings(BOUNDED, max_examples=150)
