@@ -208,10 +208,6 @@ def _scan(step, carry, xs, device, outputs: bool):
 
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
     step, init, narrow = _float_carry(step, init)
-    if outputs:
-        with logging_dropped():
-            state, ys = scan(step, init, xs)
-        return tuple(narrow(tuple(state)))[: len(carry)], tuple(ys)
 
     def with_output(state, x):
         # a scan without per-step outputs does not compile in AOTInductor (torch 2.13: "getitem is
@@ -219,8 +215,8 @@ def _scan(step, carry, xs, device, outputs: bool):
         return step(state, x)[0], pytree.tree_leaves(state)[0].new_zeros(())
 
     with logging_dropped():
-        state, _ = scan(with_output, init, xs)
-    return tuple(narrow(tuple(state)))[: len(carry)], ()
+        state, ys = scan(step if outputs else with_output, init, xs)
+    return tuple(narrow(tuple(state)))[: len(carry)], tuple(ys) if outputs else ()
 
 
 def _float_carry(step, init):

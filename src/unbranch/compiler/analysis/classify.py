@@ -322,6 +322,11 @@ def _pairwise(node: ast.Assign) -> bool:
     return len(names) == len(values) and all(isinstance(n, ast.Name) for n in names)
 
 
+def as_ast(expr: cst.BaseExpression) -> ast.expr:
+    """The ``ast`` of a libcst expression (rendered in parentheses: it may span lines)."""
+    return ast.parse(f"(\n{cst.Module([]).code_for_node(expr)}\n)", mode="eval").body
+
+
 def unbound(iterable: ast.AST):
     """``x`` for ``x.unbind()``, ``x.unbind(0)``, ``torch.unbind(x, dim=0)`` (the rows of ``x``), else None."""
     if not isinstance(iterable, ast.Call) or not isinstance(iterable.func, ast.Attribute):
@@ -598,7 +603,7 @@ class Classifier:
     def loop_candidate(self, iterable) -> bool:
         """A ``for`` over a tensor or a symbolic ``range(n)`` (``ast`` or libcst iterable)."""
         if isinstance(iterable, cst.CSTNode):
-            iterable = ast.parse(f"(\n{cst.Module([]).code_for_node(iterable)}\n)", mode="eval").body
+            iterable = as_ast(iterable)
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range":
             if not 1 <= len(iterable.args) <= 3 or iterable.keywords:
                 return False

@@ -15,7 +15,7 @@ import ast
 
 import libcst as cst
 
-from ..analysis.classify import STATIC
+from ..analysis.classify import STATIC, as_ast
 from ..passes import ASSERT, Kind, Pass, Rewrite, Unchanged
 
 
@@ -78,6 +78,5 @@ class TorchAssert(Pass):
         return new
 
     def _is_candidate(self, call: cst.Call) -> bool:
-        text = cst.Module([]).code_for_node(call)
-        parsed = ast.parse(f"(\n{text}\n)", mode="eval").body
+        parsed = as_ast(call)
         return isinstance(parsed, ast.Call) and _torch_assert(parsed, self.ctx.classifier)

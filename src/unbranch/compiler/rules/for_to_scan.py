@@ -33,14 +33,13 @@ place, Python containers or attributes changed in the body.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ..analysis.classify import unbound
+from ..analysis.classify import as_ast, unbound
 from ..analysis.effects import block_effects
 from ..analysis.liveness import surroundings
 from ..analysis.names import OwnScope, block_writes, expr_reads
@@ -103,7 +102,7 @@ def _reversed_range(it) -> cst.Tuple | None:
 
 def _unbound(it) -> cst.BaseExpression | None:
     """``x`` for ``x.unbind(0)``, ``torch.unbind(x)`` and the like (classify.unbound decides which)."""
-    if not isinstance(it, cst.Call) or unbound(ast.parse(cst.Module([]).code_for_node(it), mode="eval").body) is None:
+    if not isinstance(it, cst.Call) or unbound(as_ast(it)) is None:
         return None
     f = it.func
     return it.args[0].value if isinstance(f.value, cst.Name) and f.value.value == "torch" else f.value
