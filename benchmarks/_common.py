@@ -49,12 +49,20 @@ def machine() -> dict:
         "transformers": transformers.__version__,
         "libcst": importlib.metadata.version("libcst"),
         "unbranch": unbranch.__version__,
-        "git_head": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=SRC
-        ).stdout.strip(),
+        "git_head": _git_head(),
         "src_sha256": source_digest(),
         "loadavg": os.getloadavg(),
     }
+
+
+def _git_head() -> str:
+    """HEAD's short commit; empty where no git runs (a copy of the tree on another machine)."""
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=SRC
+        ).stdout.strip()
+    except OSError:
+        return ""
 
 
 def source_digest() -> str:
@@ -70,11 +78,11 @@ def parse_floor(source: str) -> str:
     return libcst.parse_module(source).code
 
 
-def write(name: str, result: dict) -> Path:
-    RESULTS.mkdir(exist_ok=True)
+def write(name: str, result: dict, directory: Path = RESULTS) -> Path:
+    directory.mkdir(exist_ok=True)
     result["machine"]["loadavg_end"] = os.getloadavg()
     result["machine"]["src_changed_during_run"] = source_digest() != result["machine"]["src_sha256"]
-    path = RESULTS / f"{name}.json"
+    path = directory / f"{name}.json"
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     return path
 

@@ -10,7 +10,8 @@ when it cannot take the program (at build time, or at run time when called).
 - ``compile``: ``torch.compile(ep.module())`` (inductor), run with
   ``torch._dynamo.config.capture_scalar_outputs = True`` (scans need it, see ``compile_``);
 - ``executorch``: ``to_edge_transform_and_lower(ep).to_executorch()``, run by
-  ``executorch.runtime`` (portable kernels): only where the ``executorch`` package imports.
+  ``executorch.runtime`` (portable kernels): only where the ``executorch`` package imports;
+- ``cudagraphs`` (``CUDA_BACKENDS`` only): ``torch.compile(ep.module(), mode="reduce-overhead")``.
 """
 
 from __future__ import annotations
@@ -68,11 +69,11 @@ def aoti(ep, workdir):
     return run
 
 
-def compile_(ep, workdir):
+def compile_(ep, workdir, mode=None):
     """With ``capture_scalar_outputs``: inductor lowers a scan to a while_loop indexed by ``.item()``,
     which fails without it (torch 2.13: ``DataDependentOutputException: aten._local_scalar_dense``)."""
     torch._dynamo.reset()
-    compiled = torch.compile(ep.module())
+    compiled = torch.compile(ep.module(), mode=mode)
 
     def run(*args):
         with torch.no_grad(), torch._dynamo.config.patch(capture_scalar_outputs=True):
@@ -93,6 +94,12 @@ def executorch(ep, workdir):
     return lambda *args: tuple(method.execute(list(args)))
 
 
+def cudagraphs(ep, workdir):
+    """``torch.compile(ep.module(), mode="reduce-overhead")``: inductor's code replayed as CUDA graphs.
+    A replay overwrites the outputs of the one before: read them before the next call."""
+    return compile_(ep, workdir, mode="reduce-overhead")
+
+
 BACKENDS = {
     "module": module,
     "onnxruntime": onnxruntime_,
@@ -100,6 +107,9 @@ BACKENDS = {
     "compile": compile_,
     "executorch": executorch,
 }
+
+# on a GPU (``benchmarks/deploy_matrix.py --device cuda``): onnxruntime and ExecuTorch run here on the CPU only
+CUDA_BACKENDS = {"module": module, "aoti": aoti, "compile": compile_, "cudagraphs": cudagraphs}
 
 
 def available(name: str) -> str | None:
@@ -111,8 +121,10 @@ def available(name: str) -> str | None:
     missing = [m for m in needs if importlib.util.find_spec(m) is None]
     if missing:
         return f"{', '.join(missing)} not installed"
-    if name in ("aoti", "compile") and not _compiler():
+    if name in ("aoti", "compile", "cudagraphs") and not _compiler():
         return "no C++ compiler"
+    if name == "cudagraphs" and not torch.cuda.is_available():
+        return "no CUDA device"
     return None
 
 

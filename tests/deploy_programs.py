@@ -55,7 +55,7 @@ class Halvings(torch.nn.Module):
 
     def forward(self, x):
         s = x.sum(0)
-        n = torch.zeros((), dtype=torch.long)
+        n = torch.zeros((), dtype=torch.long, device=x.device)
         while s.abs().max() > 1:
             s = s / 2
             n = n + 1
@@ -66,7 +66,7 @@ class RowLoop(torch.nn.Module):
     """The issue's row loop: one row of a buffer written per step."""
 
     def forward(self, x):
-        out = torch.zeros(x.shape[0], x.shape[1])
+        out = torch.zeros(x.shape[0], x.shape[1], device=x.device)
         for i in range(x.shape[0]):
             out[i] = x[i] * 2 + 1
         return out
@@ -76,7 +76,7 @@ class Backwards(torch.nn.Module):
     """A recurrence run from the last row to the first (``reversed(range(n))``), its states stacked."""
 
     def forward(self, x):
-        h = torch.zeros(x.shape[1])
+        h = torch.zeros(x.shape[1], device=x.device)
         outs = []
         for i in reversed(range(x.shape[0])):
             h = torch.tanh(h * 0.5 + x[i])
@@ -88,7 +88,7 @@ class RunningSum(torch.nn.Module):
     """A loop carrying an accumulator of fixed shape."""
 
     def forward(self, x):
-        acc = torch.zeros(x.shape[1])
+        acc = torch.zeros(x.shape[1], device=x.device)
         for i in range(x.shape[0]):
             acc = acc + torch.tanh(x[i]) * 2
         return acc
@@ -99,7 +99,7 @@ class Appends(torch.nn.Module):
 
     def forward(self, x):
         outs = []
-        h = torch.zeros(x.shape[1])
+        h = torch.zeros(x.shape[1], device=x.device)
         for row in x:
             h = torch.tanh(row + h)
             outs.append(h * 2)
@@ -110,7 +110,7 @@ class Recurrence(torch.nn.Module):
     """range(1, n): no scan can count it without pinning n away from 1 (a while_loop)."""
 
     def forward(self, x):
-        acc = torch.zeros(x.shape[1])
+        acc = torch.zeros(x.shape[1], device=x.device)
         for i in range(1, x.shape[0]):
             acc = acc * 0.5 + x[i]
         return acc
@@ -120,7 +120,7 @@ class Previous(torch.nn.Module):
     """The index in arithmetic: x[i - 1] reads the last row at i = 0, as Python's indexing wraps."""
 
     def forward(self, x):
-        acc = torch.zeros(x.shape[1])
+        acc = torch.zeros(x.shape[1], device=x.device)
         for i in range(x.shape[0]):
             acc = acc * 0.5 + x[i - 1] * x[i]
         return acc
@@ -130,7 +130,7 @@ class FirstBig(torch.nn.Module):
     """A break on a tensor condition: lowered to a flag guarding the rest of the body."""
 
     def forward(self, x):
-        acc = torch.zeros(x.shape[1])
+        acc = torch.zeros(x.shape[1], device=x.device)
         for i in range(x.shape[0]):
             if x[i].sum() > 2:
                 break
@@ -151,15 +151,21 @@ class Program:
     def build(self) -> torch.nn.Module:
         return self.model()
 
-    def export(self, model=None, **context):
+    def export(self, model=None, device="cpu", **context):
         model = model if model is not None else self.build()
-        example = self.make(EXAMPLE_ROWS)
+        example = on(device, self.make(EXAMPLE_ROWS))
         with unbranch.torch_export_rewrite(rewrite=[self.model.forward], **{**self.context, **context}):
             return torch.export.export(model, example, dynamic_shapes=tuple({0: Dim.DYNAMIC} for _ in example))
 
-    def inputs(self) -> dict:
+    def inputs(self, device="cpu") -> dict:
         """Every side, and two sizes other than the example's."""
-        return {**self.sides, "3 rows": self.make(3), "5 rows": self.make(5, seed=1)}
+        every = {**self.sides, "3 rows": self.make(3), "5 rows": self.make(5, seed=1)}
+        return {label: on(device, args) for label, args in every.items()}
+
+
+def on(device, args: tuple) -> tuple:
+    """``args`` on ``device``: inputs are made on the CPU (seeded generators), then moved."""
+    return tuple(a.to(device) for a in args)
 
 
 def _filled(n, width, value):

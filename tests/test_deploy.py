@@ -14,12 +14,12 @@ import warnings
 
 import pytest
 import torch
-from deploy_backends import BACKENDS, available
+from deploy_backends import BACKENDS, CUDA_BACKENDS, available
 from deploy_programs import EXAMPLE_ROWS, PROGRAMS
 
 import unbranch
 
-SLOW = {"aoti", "compile", "executorch"}
+SLOW = {"aoti", "compile", "executorch", "cudagraphs"}
 
 # (program, backend) -> (what the user does, exception, message): cells a backend cannot run
 LIMITS = {
@@ -29,11 +29,11 @@ LIMITS = {
 }
 
 
-def cells():
+def cells(backends=BACKENDS, prefix=""):
     for name in PROGRAMS:
-        for backend in BACKENDS:
+        for backend in backends:
             marks = [pytest.mark.slow] if backend in SLOW else []
-            yield pytest.param(name, backend, id=f"{name}-{backend}", marks=marks)
+            yield pytest.param(name, backend, id=f"{prefix}{name}-{backend}", marks=marks)
 
 
 def _tuple(out) -> tuple:
@@ -63,10 +63,26 @@ def test_cell(name, backend):
             program.export(model, target=backend)
         assert re.search(r"deploy_programs\.py:\d+", str(caught.value)), "the error names the user's file and line"
         return
-    ep = program.export(model)
+    _runs_like_eager(program, model, BACKENDS[backend], "cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("name, backend", cells(CUDA_BACKENDS, "cuda-"))
+def test_cuda_cell(name, backend):
+    """The matrix on a GPU: program, inputs and export on CUDA, where the flags, counters and step
+    indices the runtime makes must join the data (a CPU one failed every scan under torch.compile)."""
+    why = available(backend)
+    if why:
+        pytest.skip(why)
+    program = PROGRAMS[name]
+    _runs_like_eager(program, program.build(), CUDA_BACKENDS[backend], "cuda")
+
+
+def _runs_like_eager(program, model, build, device: str):
+    ep = program.export(model, device=device)
     with tempfile.TemporaryDirectory() as workdir:
-        run = BACKENDS[backend](ep, workdir)
-        for args in program.inputs().values():
+        run = build(ep, workdir)
+        for args in program.inputs(device).values():
             assert args[0].shape[0] <= EXAMPLE_ROWS
             assert_like_eager(run, model, args)
 

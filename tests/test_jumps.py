@@ -367,3 +367,22 @@ def test_jumps_stay_as_written_when_their_flags_would_be_tested_by_plain_python(
     assert check_export(FLAGS_LEFT_PYTHON.lstrip("\n"), (False, 1, None), strict=strict) is None
     text = unbranch.rewrite_source(FLAGS_LEFT_PYTHON.split("\n", 2)[2], is_method=False)
     assert "_ub.flag" not in text and "continue" in text and "break" in text
+
+
+def test_runtime_tensors_join_data_on_another_device():
+    """The flags and counters the runtime makes for a branch or a loop go where its data lives: a CPU
+    flag set from GPU data is a CPU tensor on one path and a GPU one on the other, which torch.cond,
+    scan and while_loop refuse. (``meta`` stands in for a GPU here; the CUDA cells of test_deploy run
+    the programs.)"""
+    from unbranch.runtime.jumps import accelerator, tensorised
+
+    data = torch.zeros(3, device="meta")
+    assert accelerator((torch.tensor(True), [torch.ones(2), {"x": data}])) == data.device
+    assert accelerator((torch.tensor(True), torch.ones(2), 3)) is None
+    made, flag, count, kept, row = tensorised(
+        (True, torch.tensor(False), torch.tensor(2), data, torch.ones(2)), [0], data.device
+    )
+    assert made.device == flag.device == count.device == data.device
+    assert made.dtype == flag.dtype == torch.bool and count.dtype == torch.long
+    assert kept is data and row.device.type == "cpu"  # only 0-d CPU tensors follow the data
+    assert tensorised((True, torch.tensor(2)), [0])[0].device.type == "cpu"

@@ -18,7 +18,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 
 from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller
-from .jumps import tensorised
+from .jumps import accelerator, tensorised
 
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = ["and_", "given", "if_exp", "if_stmt", "not_", "or_", "right_needed"]
@@ -232,6 +232,7 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
     changed = set(mutated)
     containers = [k for k in mutated if _container(operands[k])]
     writable = [k for k, i in enumerate(positions) if owners[i] in changed and owners[i] not in containers]
+    device = accelerator(pred, tensors)
 
     def adapt(fn):
         def branch(*ts):
@@ -247,8 +248,10 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
             rebuilt = pytree.tree_unflatten(values, spec)
             out = fn(*rebuilt)
             out = () if out is None else out
-            if literals:  # (one output is the value itself, as for kept)
-                out = tensorised(out, literals) if isinstance(out, tuple) else tensorised((out,), literals)[0]
+            if literals or device is not None:  # (one output is the value itself, as for kept)
+                single = not isinstance(out, tuple)
+                out = tensorised((out,) if single else out, literals, device)
+                out = out[0] if single else out
             if containers:  # the dicts and lists as the branch left them (new objects: flattened operands)
                 out = (out, tuple(rebuilt[k] for k in containers))
             return fresh_outputs((out, clones) if writable else out, (*ts, *_buffers(values)))

@@ -4,6 +4,7 @@ a tensor condition (``literals`` of the control-flow operators)."""
 from __future__ import annotations
 
 import torch
+from torch.utils import _pytree as pytree
 
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = ["flag"]
@@ -20,11 +21,35 @@ def flag(value=False) -> torch.Tensor:
     return torch.tensor(bool(value))
 
 
-def tensorised(values: tuple, positions) -> tuple:
-    """``values`` with the bools and ints at ``positions`` as 0-d tensors.
+def tensorised(values: tuple, positions, device=None) -> tuple:
+    """``values`` with the bools and ints at ``positions`` as 0-d tensors, on ``device`` when given,
+    where the 0-d CPU tensors among ``values`` go too.
 
     The user's own flags and counters (``found = True`` under a tensor condition, ``hits += 1``):
     Python values on every path eager runs take, and as they enter a ``cond``'s outputs or a
     loop's carry while torch exports, tensors, which those operators can give on every path.
+    ``device`` (see ``accelerator``): a flag made on the CPU (``_ub.flag(False)``) and set from
+    data on a GPU is a CPU tensor on one path and a GPU one on the other, which the operators refuse.
     """
-    return tuple(torch.tensor(v) if k in positions and isinstance(v, (bool, int)) else v for k, v in enumerate(values))
+
+    def entry(k, v):
+        if k in positions and isinstance(v, (bool, int)):
+            return torch.tensor(v, device=device)
+        if device is not None and isinstance(v, torch.Tensor) and v.dim() == 0 and v.device.type == "cpu":
+            return v.to(device)
+        return v
+
+    return tuple(entry(k, v) for k, v in enumerate(values))
+
+
+def accelerator(*values):
+    """The device other than the CPU that a tensor among ``values`` lives on; None when there is none.
+
+    Where a branch's or a loop's data lives on a GPU, the tensors the runtime makes for it (flags,
+    counters, step indices) live there too, as a CPU 0-d tensor meeting GPU data gives a GPU result
+    eagerly: ``cond``, ``scan`` and ``while_loop`` take each value on one device on every path.
+    """
+    for leaf in pytree.tree_leaves(values):
+        if isinstance(leaf, torch.Tensor) and leaf.device.type != "cpu":
+            return leaf.device
+    return None

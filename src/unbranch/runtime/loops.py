@@ -36,7 +36,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils import _pytree as pytree
 
 from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller, tracing
-from .jumps import tensorised
+from .jumps import accelerator, tensorised
 
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = [
@@ -111,7 +111,8 @@ def _while(test, step, state, where) -> tuple:
             "while",
         )
     _for_executorch(state, place, "while")
-    state = tuple(_counter(v) for v in state)
+    device = accelerator(state)
+    state = tuple(_counter(v, device) for v in state)
 
     def scan_step(values, _):
         go = _bool_tensor(test(*values))
@@ -121,7 +122,7 @@ def _while(test, step, state, where) -> tuple:
         )
         return tuple(new), ()
 
-    final, _ = _scan(scan_step, state, torch.arange(MAX_ITERATIONS), None, False)
+    final, _ = _scan(scan_step, state, torch.arange(MAX_ITERATIONS, device=device), device, False)
     # ExecuTorch removes runtime checks (RemoveGraphAssertsPass): the other backends make this one
     message = f"{place}: this loop needs more than max_loop_iterations={MAX_ITERATIONS} steps"
     torch._assert_async(torch.logical_not(_bool_tensor(test(*final))), message)
@@ -291,16 +292,17 @@ def write_row(buffer, index, value):
     return buffer
 
 
-def _with_flags(carry, body, literals, count: int):
+def _with_flags(carry, body, literals, count: int, device):
     """The carry and body a loop operator runs: the user's bool/int flags at ``literals`` as tensors
-    (``found = True`` under a tensor condition in the body), on the way in and out of every step."""
-    if not literals:
+    (``found = True`` under a tensor condition in the body), on the way in and out of every step,
+    on the loop's ``device`` (``jumps.accelerator``) with the 0-d CPU tensors among them."""
+    if not literals and device is None:
         return tuple(carry), body
 
     def step(*args):
-        return _from_tuple(tensorised(_as_tuple(body(*args), count), literals))
+        return _from_tuple(tensorised(_as_tuple(body(*args), count), literals, device))
 
-    return tensorised(tuple(carry), literals), step
+    return tensorised(tuple(carry), literals, device), step
 
 
 def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), literals=(), reads=()):
@@ -321,8 +323,9 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     """
     start, stop, step = _range_args(bounds)
     n, m = len(carry), len(appends)
+    device = accelerator(carry, reads)
     if _symbolic(start, stop, step):
-        carry, body = _with_flags(carry, body, literals, n + m)
+        carry, body = _with_flags(carry, body, literals, n + m, device)
     plain = isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1
     # ``reversed(range(n))``, ``range(n - 1, -1, -1)``: the same steps as range(n), taken backwards
     backwards = isinstance(stop, int) and stop == -1 and isinstance(step, int) and step == -1
@@ -358,9 +361,9 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
         # backwards, the steps take the rows flipped (torch's own reverse scan, which flips its
         # outputs back, does not compile in AOTInductor: "conflicting declaration", torch 2.13)
         in_order = (lambda t: t.flip(0)) if backwards else (lambda t: t)
-        index = torch.arange(start, -1, -1) if backwards else torch.arange(steps)
+        index = torch.arange(start, -1, -1, device=device) if backwards else torch.arange(steps, device=device)
         xs = [index, *(in_order(reads[j]) for j in sliced)]
-        final, ys = _scan(scan_step, [carry[k] for k in loose], xs, None, bool(rows) or m > 0)
+        final, ys = _scan(scan_step, [carry[k] for k in loose], xs, device, bool(rows) or m > 0)
         full = list(carry)
         for j, k in enumerate(loose):
             full[k] = final[j]
@@ -373,7 +376,7 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     # dynamo's codegen then fails ("duplicate argument 'child_3' in function definition"); a
     # SymInt stop becomes an input of the while_loop that torch.compile's inductor cannot take
     # ("A subgraph argument other than striding has been modified", torch 2.13)
-    return _counted_with_bounds(start, stop, step, _unread(body, len(reads)), carry, mutated, kept, _origin)
+    return _counted_with_bounds(start, stop, step, _unread(body, len(reads)), carry, mutated, kept, device)
 
 
 def length(value):
@@ -402,7 +405,7 @@ def row(value, tensor, index):
     return at(tensor)[index] if value is None else value
 
 
-def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin):
+def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, device):
     """The while_loop of ``for_range``, the counter and the stop carried as 0-d tensors (see there)."""
 
     n = len(carry)
@@ -414,8 +417,8 @@ def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, _origin)
         out = _as_tuple(body(k.clone(), *_fresh_carry(values, mutated)), n)
         return (k + step, last.clone(), *fresh_outputs(out, values))
 
-    counter = start.clone() if isinstance(start, torch.Tensor) else torch.full((), start, dtype=torch.long)
-    last = stop.clone() if isinstance(stop, torch.Tensor) else torch.full((), stop, dtype=torch.long)
+    counter = start.clone() if isinstance(start, torch.Tensor) else _counter(start, device)
+    last = stop.clone() if isinstance(stop, torch.Tensor) else _counter(stop, device)
     final = _while(test, loop_step, (counter, last, *carry), _origin)[2:]
     return _from_tuple(_write_back(carry, final, mutated, kept))
 
@@ -483,7 +486,7 @@ def for_each(
     count, m = len(carry), len(appends)
     traced = len(lengths) == len(sources) and _symbolic(*lengths)
     if traced:
-        carry, body = _with_flags(carry, body, literals, count + m)
+        carry, body = _with_flags(carry, body, literals, count + m, accelerator(carry, sources))
     traced = traced and _all_tensors(carry)
     if not traced:
         items = builtins.zip(*sources) if zipped else iterable.unbind(0) if unbind else iterable
@@ -547,8 +550,9 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=(), literals=()):
         state = _as_tuple(body(*state), len(carry))
     # an int counter (``i = 0 ... i += 1``) goes in as a 0-d tensor: as a SymInt it fails once the
     # body also reads a parameter (measured); the compiler wrote its subscripts as ``_ub.at(t)[i]``
-    state, body = _with_flags(state, body, literals, len(carry))
-    state = tuple(_counter(v) for v in state)
+    device = accelerator(state)
+    state, body = _with_flags(state, body, literals, len(carry), device)
+    state = tuple(_counter(v, device) for v in state)
     carry = state
 
     def test(*values):
@@ -561,9 +565,9 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=(), literals=()):
     return _from_tuple(_write_back(state, _while(test, step, state, _origin), mutated, kept))
 
 
-def _counter(v):
+def _counter(v, device=None):
     if isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool):
-        return torch.full((), v, dtype=torch.long)
+        return torch.full((), v, dtype=torch.long, device=device)
     return v
 
 
