@@ -2,6 +2,7 @@
 
 import re
 import textwrap
+import types
 
 import pytest
 import torch
@@ -56,11 +57,14 @@ def test_example_text(step, example, upto):
 
 
 def _run(code, x):
+    """(what ``forward`` gives, its ``self``'s attributes after), or the exception's type and message.
+    ``self`` holds a 0-d tensor for each attribute the code names (``self.n``), fresh for each run."""
     scope = {"torch": torch, "_ub": runtime}
     exec(_text(code), scope)
     forward = scope["forward"]
+    state = types.SimpleNamespace(**{name: torch.zeros(4) for name in re.findall(r"\bself\.(\w+)", code)})
     try:
-        return forward(None, *[x.clone() for _ in range(forward.__code__.co_argcount - 1)])
+        return forward(state, *[x.clone() for _ in range(forward.__code__.co_argcount - 1)]), vars(state)
     except Exception as e:  # the same exception type and message on both sides
         return type(e), str(e)
 

@@ -20,6 +20,7 @@ from ..errors import UnbranchError
 from .analysis import forget
 from .analysis.classify import Classifier
 from .context import Context, Namer, taken_names
+from .normalise.attribute_state import AttributeState
 from .normalise.condition_forms import ConditionForms
 from .normalise.early_return import EarlyReturn
 from .normalise.elif_chain import ElifChain
@@ -44,6 +45,7 @@ PASSES = [
     EarlyReturn,  # then the code after a one-sided return (also those JumpFlags left) moves into the other branch
     ConditionForms,  # bool(t), x in t, any(...), torch.equal in dispatched tests
     Lengths,  # len(t) in functions torch named (option `lengths`)
+    AttributeState,  # self.n set in a converted if or loop -> a local, written back after it
     IfExpToCond,  # before IfToCond: a conditional expression in a branch moves into its function as a call
     IfToCond,  # liveness on the final shape of the code, then branch functions
     ForToScan,  # after the ifs: a converted if inside a loop is plain statements by now

@@ -1,0 +1,242 @@
+"""Attributes set inside a converted ``if`` or loop -> a local for the construct, written back after it.
+
+    if x.sum() > 0:                 self_count = self.count
+        self.count += 1      ->     if x.sum() > 0:
+                                        self_count += 1
+                                    _ub.store_attribute(self, "count", self_count)
+
+No branch function or loop body can set an attribute (its state would not leave torch.cond or
+scan), so IfToCond, ForToScan and WhileToLoop refuse one. A local they carry in and out like
+any other. Eagerly nothing changes: the local is the attribute's own object, so ``+=`` and
+``.add_()`` on a tensor change the attribute in place, and ``store_attribute`` binds a new
+value only where the construct bound one (``self.n = self.n + 1``, an int ``+= 1``). While
+torch exports, the write-back is the buffer's update in place (runtime/state.py).
+
+Only the method's own attributes (``self.name``, then indexed or called in place), and only
+where every use of them in the construct is through the local: not read in a nested function
+or lambda, ``self`` never rebound there, no ``del``.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.classify import STATIC
+from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
+
+
+class _Attributes(cst.CSTVisitor):
+    """The attributes of ``owner`` a statement sets or changes in place, and whether any is rebound."""
+
+    def __init__(self, owner: str):
+        self.owner = owner
+        self.changed: dict[str, bool] = {}  # attribute -> bound anew (``=``/``+=``), not only changed in place
+        self.blocked = False  # a use the local cannot stand for
+        self.uses: dict[str, int] = {}  # attribute -> how often ``self.name`` is written in the statement
+        self.bound: dict[str, int] = {}  # ... of which as the whole target of ``=`` (no read of it)
+
+    def _own(self, expr) -> str | None:
+        """``name`` for ``self.name`` (then any subscripts), else None."""
+        while isinstance(expr, cst.Subscript):
+            expr = expr.value
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == self.owner:
+            return expr.attr.value
+        return None
+
+    def _set(self, target, rebinds: bool) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._set(element.value, rebinds)
+            return
+        if isinstance(target, cst.Name) and target.value == self.owner:
+            self.blocked = True
+        name = self._own(target)
+        if name is not None:
+            self.changed[name] = self.changed.get(name, False) or (rebinds and isinstance(target, cst.Attribute))
+
+    def _bind(self, target) -> None:
+        """A target of ``=``: ``self.name`` there is no read of the attribute."""
+        for element in target.elements if isinstance(target, (cst.Tuple, cst.List)) else [target]:
+            name = self._own(element.value if isinstance(element, cst.BaseElement) else element)
+            if isinstance(element, cst.Attribute) and name is not None:
+                self.bound[name] = self.bound.get(name, 0) + 1
+        self._set(target, True)
+
+    def visit_Attribute(self, node):
+        if isinstance(node.value, cst.Name) and node.value.value == self.owner:
+            self.uses[node.attr.value] = self.uses.get(node.attr.value, 0) + 1
+
+    def unread(self) -> set[str]:
+        """The attributes the statement only binds: they may not exist before it, so no local reads them."""
+        return {name for name in self.changed if self.uses.get(name, 0) == self.bound.get(name, 0)}
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self._bind(t.target)
+
+    def visit_AugAssign(self, node):
+        self._set(node.target, True)
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            self._bind(node.target)
+
+    def visit_Call(self, node):
+        f = node.func
+        if isinstance(f, cst.Attribute) and f.attr.value.endswith("_") and not f.attr.value.endswith("__"):
+            self._set(f.value, False)
+
+    def visit_Del(self, node):
+        self.blocked = True
+
+    def _nested(self, node) -> bool:
+        reads = _Reads(self.owner)
+        node.visit(reads)
+        self.blocked |= reads.found
+        return False
+
+    visit_FunctionDef = visit_ClassDef = visit_Lambda = _nested
+
+    def visit_For(self, node):
+        self._set(node.target, True)
+
+    def visit_NamedExpr(self, node):
+        self._set(node.target, True)
+
+
+class _Reads(cst.CSTVisitor):
+    def __init__(self, owner: str):
+        self.owner, self.found = owner, False
+
+    def visit_Name(self, node):
+        self.found |= node.value == self.owner
+
+
+class _Local(cst.CSTTransformer):
+    """``self.name`` -> the local, for the attributes given."""
+
+    def __init__(self, owner: str, names: dict[str, str]):
+        self.owner, self.names = owner, names
+
+    def leave_Attribute(self, original, updated):
+        if isinstance(updated.value, cst.Name) and updated.value.value == self.owner:
+            local = self.names.get(updated.attr.value)
+            if local is not None:
+                return cst.Name(local)
+        return updated
+
+
+class AttributeState(Pass):
+    HANDLES = frozenset({IF, LOOP})
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, x):
+                if x.abs().max() > 10:
+                    self.clipped += 1  # a buffer counting the clipped batches
+                    x = x.clamp(-10, 10)
+                return x
+            """,
+            """
+            def forward(self, x):
+                self_clipped = self.clipped
+                if x.abs().max() > 10:
+                    self_clipped += 1  # a buffer counting the clipped batches
+                    x = x.clamp(-10, 10)
+                _ub.store_attribute(self, "clipped", self_clipped)
+                return x
+            """,
+        ),
+        Rewrite(  # changed in place only: nothing to write back
+            """
+            def forward(self, x):
+                for i in range(x.shape[0]):
+                    self.seen[i % 4].add_(x[i].sum())
+                return x
+            """,
+            """
+            def forward(self, x):
+                self_seen = self.seen
+                for i in range(x.shape[0]):
+                    self_seen[i % 4].add_(x[i].sum())
+                return x
+            """,
+        ),
+        Unchanged(  # a Python condition: the if stays as written
+            """
+            def forward(self, x):
+                if self.training:
+                    self.steps += 1
+                return x
+            """
+        ),
+        Unchanged(  # read in a nested function, which would still see the attribute
+            """
+            def forward(self, x):
+                if x.sum() > 0:
+                    self.total += 1
+
+                    def shift(v):
+                        return v + self.total
+
+                    x = shift(x)
+                return x
+            """
+        ),
+    ]
+
+    def __init__(self, fn, ctx) -> None:
+        super().__init__(fn, ctx)
+        self._inside = None  # the outermost converted construct being visited
+
+    def visit_If(self, node) -> bool:
+        return self._outermost(node)
+
+    visit_For = visit_While = visit_If
+
+    def leave_If(self, original, updated):
+        return self._hoisted(original, updated)
+
+    leave_For = leave_While = leave_If
+
+    def _outermost(self, node) -> bool:
+        """Only the outermost converted construct gets the locals (the ones inside use the same)."""
+        if self._inside is None and self.ctx.self_name and self.ctx.condition_kind(node) != STATIC:
+            self._inside = node
+        return True
+
+    def _hoisted(self, original, updated):
+        if self._inside is not original:
+            return updated
+        self._inside = None
+        owner = self.ctx.self_name
+        found = _Attributes(owner)
+        updated.visit(found)
+        if found.blocked or not found.changed or found.unread():
+            return updated
+        names = {attr: self.ctx.namer.new(f"{owner}_{attr}") for attr in found.changed}
+        body = updated.visit(_Local(owner, names))
+        before = [
+            cst.SimpleStatementLine(
+                [cst.Assign([cst.AssignTarget(cst.Name(local))], cst.Attribute(cst.Name(owner), cst.Name(attr)))]
+            )
+            for attr, local in names.items()
+        ]
+        after = [
+            cst.SimpleStatementLine(
+                [
+                    cst.Expr(
+                        self.ctx.runtime_call(
+                            "store_attribute", cst.Name(owner), cst.SimpleString(f'"{attr}"'), cst.Name(local)
+                        )
+                    )
+                ]
+            )
+            for attr, local in names.items()
+            if found.changed[attr]
+        ]
+        before[0] = before[0].with_changes(leading_lines=updated.leading_lines)
+        body = body.with_changes(leading_lines=[])
+        for statement in (*before, *after):
+            self.ctx.origins.inherit(statement, original)
+        return cst.FlattenSentinel([*before, body, *after])
