@@ -273,7 +273,7 @@ def programs(
         body = ["def scaled():", "    return s + 1.0", "", *body]
     if realcode:
         body = ["s = x * 0.5", *body]
-    prelude = PRELUDE if effects else CHECK_PRELUDE if realcode else []
+    prelude = [*(PRELUDE if effects else []), *(CHECK_PRELUDE if realcode else [])]  # both, when both are drawn
     return "\n".join(["import torch", "", "", *prelude, "def f(x, y, flag, n, mask):", *_indent(body), ""])
 
 

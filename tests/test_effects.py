@@ -189,6 +189,20 @@ class ClosureSeesRebinding(torch.nn.Module):
         return r
 
 
+class ClosureSeesChangeInPlace(torch.nn.Module):
+    """The branch changes x in place, then runs a function reading x: in a cond the branch changes
+    a clone, which the function never sees (found by fuzz --realcode --effects, seed 91)."""
+
+    def forward(self, x):
+        def scaled():
+            return x * 0.5
+
+        if x.sum() > 0:
+            x[x > 1.0] = 0.5
+            return x + scaled()
+        return x - scaled()
+
+
 class SetsAttribute(torch.nn.Module):
     """An attribute the branch only sets (it may not exist before): no local can stand for it.
     (A buffer the branch updates is converted: test_attribute_state.py.)"""
@@ -222,6 +236,7 @@ REFUSED = [
     (AppendsInBranch, "the container 'aux' is changed in a branch"),
     (ClosureSeesRebinding, "'scale' is rebound in a branch and read by the nested function 'scaled'"),
     (SetsAttribute, "an assignment to an attribute in a branch"),
+    (ClosureSeesChangeInPlace, "'x' is changed in place in a branch and read by the nested function 'scaled'"),
 ]
 
 

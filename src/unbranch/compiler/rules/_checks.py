@@ -82,8 +82,8 @@ def lost_effect(node, stmts, visible, ctx, where: str) -> str | None:
     """Why turning ``stmts`` (the body of ``node``) into a function would lose a side effect, or None.
 
     ``visible`` are the names bound before ``node``: a container among them changed in the
-    body cannot be carried out; neither can attribute writes, nor a rebinding that a nested
-    function defined elsewhere would have seen.
+    body cannot be carried out; neither can attribute writes, nor a rebinding or a change in
+    place that a nested function defined elsewhere and run in the body would have seen.
     """
     effects = block_effects(stmts, ctx.mutating_helpers)
     if effects.state:
@@ -99,6 +99,10 @@ def lost_effect(node, stmts, visible, ctx, where: str) -> str | None:
         stale = c.reads & writes
         if stale:
             return f"'{sorted(stale)[0]}' is rebound in {where} and read by the nested function '{c.name}'"
+        # the body changes a clone of it (the original is written back after the op): the function sees the original
+        stale = c.reads & effects.mutated
+        if stale:
+            return f"'{sorted(stale)[0]}' is changed in place in {where} and read by the nested function '{c.name}'"
         if c.rebinds and c.name in effects.calls:
             return f"the nested function '{c.name}' called in {where} rebinds '{sorted(c.rebinds)[0]}'"
     return None
