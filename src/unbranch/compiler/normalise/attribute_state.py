@@ -19,10 +19,39 @@ or lambda, ``self`` never rebound there, no ``del``.
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from ..analysis.classify import STATIC
-from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
+from ..passes import IF, LOOP, Kind, Pass, Rewrite, Unchanged
+
+
+def _own_attribute(expr, owner: str) -> bool:
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    return isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == owner
+
+
+def _sets_attribute(node, classifier) -> bool:
+    """A converted ``if``/loop in which ``self.name`` (or a row of it) is assigned or changed in place."""
+    owner = classifier.self_name
+    if owner is None or not (IF.finds(node, classifier) if isinstance(node, ast.If) else LOOP.finds(node, classifier)):
+        return False
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.AugAssign, ast.AnnAssign)) and _own_attribute(sub.target, owner):
+            return True
+        if isinstance(sub, ast.Assign) and any(_own_attribute(t, owner) for t in sub.targets):
+            return True
+        f = sub.func if isinstance(sub, ast.Call) else None
+        if isinstance(f, ast.Attribute) and f.attr.endswith("_") and _own_attribute(f.value, owner):
+            return True
+    return False
+
+
+# an attribute (or a row of one) assigned, or a method changing something in place, somewhere in the text
+_WORD = r"\.\w+(?:\[[^\]\n]*\])?\s*(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=)|\.\w+_\("
+ATTRIBUTE = Kind("attribute", _WORD, (ast.If, ast.For, ast.While), _sets_attribute)
 
 
 class _Attributes(cst.CSTVisitor):
@@ -127,7 +156,7 @@ class _Local(cst.CSTTransformer):
 
 
 class AttributeState(Pass):
-    HANDLES = frozenset({IF, LOOP})
+    HANDLES = frozenset({ATTRIBUTE})
     EXAMPLES = [
         Rewrite(
             """
