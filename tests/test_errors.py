@@ -339,3 +339,24 @@ def test_a_cond_rejected_for_a_guard_on_data_names_the_expression_not_torchs_adv
     why = rejection(RuntimeError(text))
     assert why.startswith("code inside needs a Python value computed from data")
     assert why.endswith("(Could not guard on data-dependent expression zuf0 > -0.5)")
+
+
+class NoisyBranch(torch.nn.Module):
+    """A random tensor of a dynamic size drawn in a branch (diffusers' schedulers do, through
+    ``randn_tensor(..., generator=None)``): torch cannot trace it inside torch.cond."""
+
+    def forward(self, x):
+        if x.sum() > 0:
+            x = x + torch.randn(x.shape, generator=None) * 0
+        return x
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["nonstrict", "strict"])
+def test_a_call_torch_cannot_trace_in_a_branch_is_named(strict):
+    """Not torch's raw error (strict) nor its generic explanation with the call's fake arguments:
+    the call and torch's reason, at the user's line (the if's, or under strict the call's)."""
+    lines = {line_of(NoisyBranch, "if x.sum()"), line_of(NoisyBranch, "torch.randn(")}
+    with pytest.raises(UnbranchError, match=r"torch could not trace randn\(\) inside it: SymIntArrayRef") as caught:
+        export_rewritten(NoisyBranch(), (torch.randn(3, 4),), strict)
+    assert caught.value.path.endswith("test_errors.py") and caught.value.line in lines
+    assert "FakeTensor" not in str(caught.value) and "call_function" not in str(caught.value)

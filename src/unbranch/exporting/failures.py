@@ -186,6 +186,14 @@ def _dynamo_frames(e: BaseException) -> list:
     return []
 
 
+def in_a_branch(e: BaseException) -> bool:
+    """Did strict export fail inside a branch function of a converted ``if`` (dynamo's own error,
+    which the runtime never sees: it traces the runtime too)?"""
+    from ..runtime import control_flow
+
+    return any(path == control_flow.__file__ and name == "branch" for path, _, name, _ in _dynamo_frames(e))
+
+
 def _violated(e: BaseException) -> set[str]:
     """The dimensions (``L['x'].size()[0]``) a constraint violation names, in torch's own spelling."""
     names, seen = set(), e

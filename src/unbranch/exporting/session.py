@@ -16,10 +16,10 @@ from ..load.rewriting import MODEL_OPTIONS, options_for, rewrite
 from ..load.swap import swapped_in, swapped_out
 from ..runtime import _tracing
 from ..runtime import loops as _loops
-from ..runtime.control_flow import torch_limit
+from ..runtime.control_flow import rejection, torch_limit
 from .arguments import HOOKS
 from .discovery import discover
-from .failures import GENERATED, kind_of, place, runtime_failure, sites
+from .failures import GENERATED, in_a_branch, kind_of, place, runtime_failure, sites
 from .guided import Guide, first_line, why_left
 from .quiet import quiet
 from .report import Report, dump, say
@@ -167,6 +167,8 @@ def _explained(e: Exception, report: Report) -> Exception:
     ours = runtime_failure(e)
     if ours is not None:
         return ours
+    if in_a_branch(e):  # placed where the branch failed (torch's frames name no if)
+        return UnbranchError(f"torch.cond rejected a branch of a converted if: {rejection(e)}", *place(e), "if")
     kind = kind_of(e)
     found = sites(e) if kind else []
     if not found and kind == "shape" and report.left and _in_export(e):

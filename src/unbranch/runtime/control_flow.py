@@ -131,11 +131,21 @@ def rejection(e: BaseException) -> str:
     guard = _GUARD.search(str(e))
     if guard is not None:  # (torch's next line is its generic advice on guards)
         return f"code inside needs a Python value computed from data ({guard.group(0).strip()})"
+    call = _FAILED_CALL.search(str(e))
+    if call is not None:  # (the whole call, its arguments' fake tensors included, is noise to the user)
+        op = next(name for name in call.group(1, 2, 3) if name)
+        return f"torch could not trace {op}() inside it: {call.group(4).rsplit(': ', 1)[-1]}"
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     return lines[1] if len(lines) > 1 else (lines[0] if lines else "")
 
 
 _GUARD = re.compile(r"Could not (?:guard on|extract specialized integer from) data-dependent expression [^\n(]*")
+# "failed to run FX node with fake tensors: call_function <built-in method randn of ...>(...): got RuntimeError('...')"
+_FAILED_CALL = re.compile(
+    r"failed to run FX node with fake tensors: call_(?:function <(?:built-in method|function) (\w+)[^>]*>"
+    r"|method (\w+)|module (\w+)).*?: got \w+\('(.+?)'\)",
+    re.DOTALL,
+)
 
 
 def torch_limit(e: BaseException) -> str | None:
