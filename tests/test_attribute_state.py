@@ -120,3 +120,33 @@ def test_a_python_attribute_under_a_tensor_condition_is_refused(strict):
     with pytest.raises(unbranch.UnbranchError, match=message):
         export_rewritten(model, (torch.randn(3, 2),), strict, dynamic_shapes=({0: Dim.DYNAMIC},))
     assert model.calls == 0  # nothing traced is left on the module
+
+
+class Layers(torch.nn.Module):
+    """A buffer counted under a tensor condition inside a Python loop over submodules."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(2))
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        for layer in self.layers:
+            if x.sum() > 0:
+                self.count += 1
+                x = layer(x)
+        return x
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_the_local_wraps_the_converted_if_not_a_python_loop_around_it(strict):
+    code = unbranch.transform_method(Layers.forward).code
+    assert code.index("for layer in self.layers:") < code.index("self_count = self.count")  # the loop as written
+    model = Layers()
+    ep = export_rewritten(Layers(), (torch.randn(3, 4),), strict, dynamic_shapes=({0: Dim.DYNAMIC},))
+    program = ep.module()
+    program.load_state_dict(model.state_dict())
+    for n, sign in [(2, 1), (5, -1), (3, 1)]:  # each side, other sizes
+        x = torch.ones(n, 4) * sign
+        torch.testing.assert_close(program(x.clone()), model(x.clone()))
+        torch.testing.assert_close(program.count, model.count)

@@ -167,8 +167,6 @@ def _explained(e: Exception, report: Report) -> Exception:
     ours = runtime_failure(e)
     if ours is not None:
         return ours
-    if in_a_branch(e):  # placed where the branch failed (torch's frames name no if)
-        return UnbranchError(f"torch.cond rejected a branch of a converted if: {rejection(e)}", *place(e), "if")
     kind = kind_of(e)
     found = sites(e) if kind else []
     if not found and kind == "shape" and report.left and _in_export(e):
@@ -183,6 +181,8 @@ def _explained(e: Exception, report: Report) -> Exception:
             "dynamic dimension",
         )
     if not found:
+        if in_a_branch(e):  # strict export failed inside a branch: placed there (torch's frames name no if)
+            return UnbranchError(f"torch.cond rejected a branch of a converted if: {rejection(e)}", *place(e), "if")
         limit = torch_limit(e) if report.rewritten and _in_export(e) else None
         return UnbranchError(f"{_FAILED}{limit}", *place(e), "export") if limit else e
     site = found[0]

@@ -323,8 +323,9 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     """
     start, stop, step = _range_args(bounds)
     n, m = len(carry), len(appends)
-    device = accelerator(carry, reads)
+    device = None  # (eager loops take the plain path: the data's device only matters to the operators)
     if _symbolic(start, stop, step):
+        device = accelerator(carry, reads)
         carry, body = _with_flags(carry, body, literals, n + m, device)
     plain = isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1
     # ``reversed(range(n))``, ``range(n - 1, -1, -1)``: the same steps as range(n), taken backwards

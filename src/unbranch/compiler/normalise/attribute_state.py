@@ -24,6 +24,7 @@ import ast
 import libcst as cst
 
 from ..analysis.classify import STATIC
+from ..analysis.names import reads_of
 from ..passes import IF, LOOP, Kind, Pass, Rewrite, Unchanged
 
 
@@ -119,9 +120,7 @@ class _Attributes(cst.CSTVisitor):
         self.blocked = True
 
     def _nested(self, node) -> bool:
-        reads = _Reads(self.owner)
-        node.visit(reads)
-        self.blocked |= reads.found
+        self.blocked |= self.owner in reads_of([node])
         return False
 
     visit_FunctionDef = visit_ClassDef = visit_Lambda = _nested
@@ -131,14 +130,6 @@ class _Attributes(cst.CSTVisitor):
 
     def visit_NamedExpr(self, node):
         self._set(node.target, True)
-
-
-class _Reads(cst.CSTVisitor):
-    def __init__(self, owner: str):
-        self.owner, self.found = owner, False
-
-    def visit_Name(self, node):
-        self.found |= node.value == self.owner
 
 
 class _Local(cst.CSTTransformer):
@@ -229,8 +220,13 @@ class AttributeState(Pass):
     leave_For = leave_While = leave_If
 
     def _outermost(self, node) -> bool:
-        """Only the outermost converted construct gets the locals (the ones inside use the same)."""
-        if self._inside is None and self.ctx.self_name and self.ctx.condition_kind(node) != STATIC:
+        """Only the outermost converted construct gets the locals (the ones inside use the same);
+        converted as the screen's IF and LOOP say: a ``for`` over ``self.layers`` is no such loop."""
+        if isinstance(node, cst.For):
+            converted = self.ctx.classifier.loop_candidate(node.iter)
+        else:
+            converted = self.ctx.condition_kind(node) != STATIC
+        if self._inside is None and self.ctx.self_name and converted:
             self._inside = node
         return True
 
