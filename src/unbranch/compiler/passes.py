@@ -27,7 +27,7 @@ import libcst as cst
 from .analysis.classify import STATIC, TENSOR, UNKNOWN
 from .analysis.liveness import analyse_function
 from .analysis.names import OwnScope, expr_reads
-from .analysis.walk import transform
+from .analysis.walk import is_a, transform
 from .origins import Inheriting
 
 
@@ -134,9 +134,9 @@ class Pass(OwnScope, Inheriting):
         return self.expressions()
 
     def on_visit(self, node) -> bool:
-        if not isinstance(node, _STRUCTURE) and not self.expressions():
+        if not is_a(type(node), _STRUCTURE) and not self.expressions():
             return False  # a statement pass: conditions, headers and whitespace are never entered
-        line = self.ctx.origins.line(node) if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement)) else None
+        line = self.ctx.origins.line(node) if is_a(type(node), _STATEMENTS) else None
         if line is not None:
             self._where.append(line)
             self.ctx.where = line
@@ -169,6 +169,7 @@ class Pass(OwnScope, Inheriting):
         return updated.with_changes(test=ctx.runtime_call("unconverted", updated.test, *why))
 
 
+_STATEMENTS = (cst.BaseStatement, cst.BaseSmallStatement)
 # what a statement pass walks through: statements and the blocks holding them
 _STRUCTURE = (
     cst.BaseStatement,
@@ -198,7 +199,7 @@ class _Generated(Inheriting):
         self.step, self.ctx, self.root = step, ctx, root
 
     def on_visit(self, node) -> bool:
-        return isinstance(node, _STRUCTURE) and super().on_visit(node)  # functions are statements
+        return is_a(type(node), _STRUCTURE) and super().on_visit(node)  # functions are statements
 
     def visit_FunctionDef(self, node) -> bool:
         # one below another: the pass applied to the outer one reaches the inner one itself

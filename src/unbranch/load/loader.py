@@ -52,16 +52,19 @@ def compile_function(
         keep = ast.If(
             ast.Constant(False), [ast.Expr(ast.Tuple([ast.Name(v, ast.Load()) for v in freevars], ast.Load()))], []
         )
-        fn.body.append(ast.copy_location(keep, fn.body[-1]))  # (last: after any nonlocal declaration)
+        fn.body.append(ast.fix_missing_locations(ast.copy_location(keep, fn.body[-1])))  # (after any nonlocal)
+    give_back = ast.Return(ast.Name(fn.name, ast.Load()))
+    for node in (*outer_body, give_back):  # locations for the nodes made here only, not a walk of the user's
+        ast.fix_missing_locations(ast.copy_location(node, fn))
     outer = ast.FunctionDef(
         "__unbranch_outer__",
         ast.arguments([], [], None, [], [], None, []),
-        [*outer_body, fn, ast.Return(ast.Name(fn.name, ast.Load()))],
+        [*outer_body, fn, give_back],
         [],
         None,
         type_params=[],
     )
-    code = compile(ast.fix_missing_locations(ast.Module([outer], [])), filename, "exec")
+    code = compile(ast.Module([ast.copy_location(outer, fn)], []), filename, "exec")
     outer_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     inner = next(c for c in outer_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.name)
     if inner.co_freevars != freevars:

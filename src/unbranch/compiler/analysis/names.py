@@ -10,7 +10,7 @@ import functools
 
 import libcst as cst
 
-from .walk import read
+from .walk import is_a, read
 
 
 class OwnScope:
@@ -214,6 +214,9 @@ def def_free_reads(node: cst.FunctionDef | cst.ClassDef) -> set[str]:
     return reads | (block_reads(node.body.body) - block_writes(node.body.body) - _param_names(node.params))
 
 
+_NESTED = (cst.SimpleStatementLine, cst.BaseCompoundStatement)  # statements whose names are memoised
+
+
 class _BlockNames(cst.CSTVisitor):
     """All reads and writes in a block, stopping at nested function and class scopes."""
 
@@ -224,7 +227,7 @@ class _BlockNames(cst.CSTVisitor):
         self.declared: set[str] = set()  # global/nonlocal names
 
     def on_visit(self, node) -> bool:
-        if node is not self.root and isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        if node is not self.root and is_a(type(node), _NESTED):
             # a nested statement's names are memoised on the node: passes rebuild the compound
             # statements around it, not the statement itself
             reads, writes, declared = _statement_names(node)
@@ -381,11 +384,14 @@ def reads_of(nodes) -> set[str]:
 @functools.lru_cache(maxsize=65536)
 def names_in_order(stmt: cst.CSTNode) -> tuple[str, ...]:
     """Every name in a statement, in the order it first appears."""
-    order: dict[str, None] = {}
+    found = _InOrder()
+    read(stmt, found)
+    return tuple(found.order)
 
-    class V(cst.CSTVisitor):
-        def visit_Name(self, node):
-            order.setdefault(node.value)
 
-    read(stmt, V())
-    return tuple(order)
+class _InOrder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.order: dict[str, None] = {}
+
+    def visit_Name(self, node) -> None:
+        self.order.setdefault(node.value)

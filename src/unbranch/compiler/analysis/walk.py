@@ -30,22 +30,63 @@ def _children(node_type: type) -> tuple[tuple[str, str], ...]:
 
 
 @functools.cache
-def _fields(node_type: type) -> tuple[str, ...]:
-    return tuple(field for field, _ in _children(node_type))
+def _fields(node_type: type) -> tuple[tuple[str, bool], ...]:
+    """(field, does it hold a sequence of children) for ``node_type``: the walks below tell a child
+    from an empty optional field by this and identity, not by ``isinstance`` on libcst's abstract
+    classes, which cost a third of a read walk over transformers' forwards."""
+    return tuple((field, how in _SEQUENCES) for field, how in _children(node_type))
+
+
+_SEQUENCES = ("sequence", "body_sequence")
+
+
+@functools.cache
+def is_a(node_type: type, classes: tuple[type, ...]) -> bool:
+    """``issubclass`` memoised per node type: libcst's node classes are abstract, and an
+    ``isinstance`` on them in a hook called for every node is a large part of a walk."""
+    return issubclass(node_type, classes)
 
 
 def read(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a visitor that only reads, without rebuilding the tree."""
+    kind = type(visitor)
+    if kind.on_visit is cst.CSTVisitor.on_visit and kind.on_leave is cst.CSTVisitor.on_leave:
+        _read_hooks(node, visitor, kind)
+    else:
+        _read(node, visitor)
+
+
+def _read(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     if visitor.on_visit(node):
-        for field in _fields(type(node)):
-            value = getattr(node, field)
-            if isinstance(value, cst.CSTNode):
-                read(value, visitor)
-            elif isinstance(value, (tuple, list)):
-                for child in value:
-                    if isinstance(child, cst.CSTNode):
-                        read(child, visitor)
+        for child in _children_of(node):
+            _read(child, visitor)
     visitor.on_leave(node)
+
+
+def _read_hooks(node: cst.CSTNode, visitor: cst.CSTVisitor, kind: type) -> None:
+    """``_read`` for a visitor with libcst's own ``on_visit``/``on_leave``: its ``visit_<Node>``
+    and ``leave_<Node>`` looked up once per node type, not by name at every node."""
+    visit, leave = _hooks(kind, type(node))
+    if visit is None or visit(visitor, node) is not False:
+        for child in _children_of(node):
+            _read_hooks(child, visitor, kind)
+    if leave is not None:
+        leave(visitor, node)
+
+
+@functools.lru_cache(maxsize=4096)
+def _hooks(visitor_type: type, node_type: type) -> tuple:
+    name = node_type.__name__
+    return getattr(visitor_type, f"visit_{name}", None), getattr(visitor_type, f"leave_{name}", None)
+
+
+def _children_of(node: cst.CSTNode):
+    for field, many in _fields(type(node)):
+        value = getattr(node, field)
+        if many and isinstance(value, (tuple, list)):  # (`from m import *` holds a node there)
+            yield from value
+        elif value is not None and value is not cst.MaybeSentinel.DEFAULT:
+            yield value
 
 
 def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
@@ -54,12 +95,12 @@ def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
         changes = {}
         for field, how in _children(type(node)):
             value = getattr(node, field)
-            if isinstance(value, cst.CSTNode):
-                new = _single(value, transformer, how)
-            elif isinstance(value, (tuple, list)):
+            if value is None or value is cst.MaybeSentinel.DEFAULT:
+                continue  # an optional field with nothing to visit
+            if how in _SEQUENCES and isinstance(value, (tuple, list)):
                 new = _sequence(value, transformer, body=how == "body_sequence")
-            else:  # None or MaybeSentinel: nothing to visit
-                continue
+            else:
+                new = _single(value, transformer, how)
             if new is not value:
                 changes[field] = new
         updated = node.with_changes(**changes) if changes else node
@@ -70,6 +111,8 @@ def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
 
 def _single(value, transformer, how: str):
     new = transform(value, transformer)
+    if new is value:
+        return new
     if isinstance(new, cst.FlattenSentinel) or (
         how not in ("optional", "sentinel") and isinstance(new, cst.RemovalSentinel)
     ):
