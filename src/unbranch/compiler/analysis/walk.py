@@ -51,25 +51,23 @@ def read(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a visitor that only reads, without rebuilding the tree."""
     kind = type(visitor)
     if kind.on_visit is cst.CSTVisitor.on_visit and kind.on_leave is cst.CSTVisitor.on_leave:
-        _read_hooks(node, visitor, kind)
+        # libcst's own dispatch: its visit_<Node>/leave_<Node>, looked up once per node type
+        # instead of by name at every node
+        _read(node, visitor, functools.partial(_hooks, kind))
     else:
-        _read(node, visitor)
+        _read(node, visitor, lambda node_type: (kind.on_visit, kind.on_leave))
 
 
-def _read(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
-    if visitor.on_visit(node):
-        for child in _children_of(node):
-            _read(child, visitor)
-    visitor.on_leave(node)
-
-
-def _read_hooks(node: cst.CSTNode, visitor: cst.CSTVisitor, kind: type) -> None:
-    """``_read`` for a visitor with libcst's own ``on_visit``/``on_leave``: its ``visit_<Node>``
-    and ``leave_<Node>`` looked up once per node type, not by name at every node."""
-    visit, leave = _hooks(kind, type(node))
+def _read(node: cst.CSTNode, visitor: cst.CSTVisitor, hooks) -> None:
+    visit, leave = hooks(type(node))
     if visit is None or visit(visitor, node) is not False:
-        for child in _children_of(node):
-            _read_hooks(child, visitor, kind)
+        for field, many in _fields(type(node)):
+            value = getattr(node, field)
+            if many and isinstance(value, (tuple, list)):  # (`from m import *` holds a node there)
+                for child in value:
+                    _read(child, visitor, hooks)
+            elif value is not None and value is not cst.MaybeSentinel.DEFAULT:
+                _read(value, visitor, hooks)
     if leave is not None:
         leave(visitor, node)
 
@@ -78,15 +76,6 @@ def _read_hooks(node: cst.CSTNode, visitor: cst.CSTVisitor, kind: type) -> None:
 def _hooks(visitor_type: type, node_type: type) -> tuple:
     name = node_type.__name__
     return getattr(visitor_type, f"visit_{name}", None), getattr(visitor_type, f"leave_{name}", None)
-
-
-def _children_of(node: cst.CSTNode):
-    for field, many in _fields(type(node)):
-        value = getattr(node, field)
-        if many and isinstance(value, (tuple, list)):  # (`from m import *` holds a node there)
-            yield from value
-        elif value is not None and value is not cst.MaybeSentinel.DEFAULT:
-            yield value
 
 
 def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
