@@ -9,6 +9,8 @@ from torch.export import Dim
 import unbranch
 
 MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
+# on a GPU the hoisted local, the branch's copy and the write-back live on the buffer's device
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]
 
 
 class Stats(torch.nn.Module):
@@ -66,12 +68,13 @@ def _states(model):
     return {k: v.clone() for k, v in model.named_buffers()}
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("how", ["+=", "add_", "=", "ema"])
 @pytest.mark.parametrize("strict", MODES)
-def test_a_buffer_updated_in_a_branch(strict, how):
-    model = Stats(how)
-    make = lambda n: torch.randn(n, 4).abs() + 0.1  # noqa: E731
-    ep = export_rewritten(Stats(how), (make(3),), strict, dynamic_shapes=({0: Dim.DYNAMIC},))
+def test_a_buffer_updated_in_a_branch(strict, how, device):
+    model = Stats(how).to(device)
+    make = lambda n: torch.randn(n, 4, device=device).abs() + 0.1  # noqa: E731
+    ep = export_rewritten(Stats(how).to(device), (make(3),), strict, dynamic_shapes=({0: Dim.DYNAMIC},))
     program = ep.module()
     for n, sign in [(2, 1), (5, -1), (3, 1), (1, 1)]:  # both sides, other sizes; state carries over
         x = make(n) * sign
@@ -80,13 +83,16 @@ def test_a_buffer_updated_in_a_branch(strict, how):
     assert model.count.item() > 0 or model.avg.abs().sum() > 0  # the branch was taken
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("strict", MODES)
-def test_a_buffer_counted_over_a_loop(strict):
-    model = Hits()
-    ep = export_rewritten(Hits(), (torch.randn(4, 3),), strict, dynamic_shapes=({0: Dim.DYNAMIC},))
+def test_a_buffer_counted_over_a_loop(strict, device):
+    model = Hits().to(device)
+    ep = export_rewritten(
+        Hits().to(device), (torch.randn(4, 3, device=device),), strict, dynamic_shapes=({0: Dim.DYNAMIC},)
+    )
     program = ep.module()
     for n in (1, 3, 6):
-        x = torch.randn(n, 3)
+        x = torch.randn(n, 3, device=device)
         x[0] = x[0].abs()  # one row each way
         if n > 1:
             x[1] = -x[1].abs()
