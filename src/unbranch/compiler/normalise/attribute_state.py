@@ -25,6 +25,7 @@ import libcst as cst
 
 from ..analysis.classify import STATIC
 from ..analysis.names import reads_of
+from ..analysis.walk import read, transform
 from ..passes import IF, LOOP, Kind, Pass, Rewrite, Unchanged
 
 
@@ -236,11 +237,11 @@ class AttributeState(Pass):
         self._inside = None
         owner = self.ctx.self_name
         found = _Attributes(owner)
-        updated.visit(found)
+        read(updated, found)
         if found.blocked or not found.changed or found.unread():
             return updated
         names = {attr: self.ctx.namer.new(f"{owner}_{attr}") for attr in found.changed}
-        body = updated.visit(_Local(owner, names))
+        body = transform(updated, _Local(owner, names))
         before = [
             cst.SimpleStatementLine(
                 [cst.Assign([cst.AssignTarget(cst.Name(local))], cst.Attribute(cst.Name(owner), cst.Name(attr)))]
