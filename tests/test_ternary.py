@@ -252,3 +252,38 @@ def test_alias_changed_in_place_exports_as_the_original(strict):
     expected = m(x.clone(), y.clone())
     with unbranch.torch_export_rewrite(rewrite=[AliasChanged.forward]):
         assert_same(m(x.clone(), y.clone()), expected)
+
+
+class NumberOrName(torch.nn.Module):
+    """Numbers against names (``_ub.pick``): a Python number meets a tensor, in int and float, and two floats."""
+
+    eps = 0.25
+
+    def forward(self, x):
+        t = x.mean()
+        t = 0 if t < 0 else t  # an int against a float tensor
+        n = self.eps if t < 0.5 else t  # a float attribute against a tensor
+        k = (x > 0).sum()
+        k = -1 if k == 0 else k  # an int against an int tensor
+        g = 0.5 if x.sum() > 0 else 0.0  # two floats, on data
+        return x * t / n + k * g, k
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("strict", MODES)
+def test_numbers_against_names_export_as_where(strict, dtype):
+    rm = unbranch.transform_method(NumberOrName.forward)
+    assert rm.code.count("_ub.pick(") == 4 and "_ub.if_exp(" not in rm.code
+    m = NumberOrName()
+    example = (pos(5, 3).to(dtype),)
+    ep = export_rewritten(m, example, strict)
+    assert count_conds(ep) == 0  # torch.where, no cond
+    # each side of each choice: a mean above 0.5, between 0 and 0.5, below 0 with no positive entry, and one positive
+    inputs = [pos(4, 3), pos(6, 2) * 0.3, neg(3, 3), torch.cat([neg(3, 2), pos(1, 2) * 0.1])]
+    for x in inputs:
+        (out, k), (expected, expected_k) = ep.module()(x.to(dtype)), m(x.to(dtype))
+        assert_same(out, expected)
+        assert_same(k, torch.as_tensor(expected_k))  # the program's int is a tensor, Python's a number
+    with unbranch.torch_export_rewrite(rewrite=[NumberOrName.forward]):
+        for x in inputs:  # eager inside the context: Python's values, numbers staying numbers
+            assert_same(m(x.to(dtype)), NumberOrName.forward(m, x.to(dtype)))

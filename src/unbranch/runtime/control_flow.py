@@ -21,7 +21,7 @@ from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_
 from .jumps import accelerator, tensorised
 
 # the operators rewritten code calls as ``_ub.<name>``
-__all__ = ["and_", "given", "if_exp", "if_stmt", "not_", "or_", "right_needed"]
+__all__ = ["and_", "given", "if_exp", "if_stmt", "not_", "or_", "pick", "right_needed"]
 
 # callbacks ``(filename, line, taken)`` told which side each eagerly dispatched if took (coverage)
 observers: list = []
@@ -405,13 +405,40 @@ def if_exp(pred, then_fn, else_fn):
     (``x if c else y``) would alias a cond input, which torch.cond rejects.
     """
     if not is_symbolic(pred):
-        taken = True if pred else False
-        if observers:
-            caller = sys._getframe(1)
-            for observe in observers:
-                observe(caller.f_code.co_filename, caller.f_lineno, taken)
-        return then_fn() if taken else else_fn()
-    _refuse_strict_autocast(origin_of_caller(1), "conditional expression")
+        return then_fn() if _taken(pred) else else_fn()
+    return _cond_exp(pred, then_fn, else_fn, origin_of_caller(1))
+
+
+def pick(pred, then_fn, else_fn):
+    """``then_fn() if pred else else_fn()`` between numbers and names (``t = 0 if t < 0 else t``), as
+    ``if_exp`` does, except under a tensor condition where a side is a Python float or a number
+    against a tensor: torch.cond cannot merge those (it returns tensors and ints, one type from both
+    sides), so both sides are evaluated and ``torch.where`` chooses, promoting the number as torch's
+    operators do (a 0-d tensor for two floats). The compiler writes this only for sides that are
+    literals and plain reads, which have no effect to run twice."""
+    if not is_symbolic(pred):
+        return then_fn() if _taken(pred) else else_fn()
+    if isinstance(pred, torch.Tensor):
+        sides = then_fn(), else_fn()
+        tensors = sum(isinstance(v, torch.Tensor) for v in sides)
+        if tensors == 1 or (tensors == 0 and any(isinstance(v, float) for v in sides)):
+            return torch.where(pred, *sides)
+    # two tensors (a cond copies them, as if_exp), two ints (a cond gives symbolic ints), a shape test
+    return _cond_exp(pred, then_fn, else_fn, origin_of_caller(1))
+
+
+def _taken(pred) -> bool:
+    """Which side a Python condition takes, told to the observers (the caller's caller is the user's line)."""
+    taken = True if pred else False
+    if observers:
+        caller = sys._getframe(2)
+        for observe in observers:
+            observe(caller.f_code.co_filename, caller.f_lineno, taken)
+    return taken
+
+
+def _cond_exp(pred, then_fn, else_fn, origin: str):
+    _refuse_strict_autocast(origin, "conditional expression")
     try:
         with logging_dropped():
             out = torch.cond(pred, _copied(then_fn), _copied(else_fn), ())
@@ -421,8 +448,7 @@ def if_exp(pred, then_fn, else_fn):
             # as the original expression does, rather than fail an export that worked before
             return then_fn() if pred else else_fn()
         fail(
-            f"{origin_of_caller(1)}: torch.cond rejected this conditional expression on a tensor condition: "
-            f"{rejection(e)}",
+            f"{origin}: torch.cond rejected this conditional expression on a tensor condition: {rejection(e)}",
             "conditional expression",
             e,
         )

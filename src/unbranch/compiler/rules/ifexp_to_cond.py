@@ -11,8 +11,15 @@ cond's inputs in both export modes. Wherever the expression is (an argument, a r
 comprehension's result, another conditional expression, a branch of an ``if`` that
 IfToCond turns into functions next, a lambda's body), it stays where it was.
 
+Where the sides are only numbers written out and reads (``t = 0 if t < 0 else t``,
+``self.eps if n < eps else n``), a Python number may meet a tensor, which torch.cond cannot
+merge: ``_ub.pick`` instead, whose ``torch.where`` under export evaluates both (nothing to run
+twice in a literal or a read) and promotes the number as torch's operators do.
+
 A conditional expression whose sides are both plainly Python values
-(``() if output_attentions else None``) is a Python one whatever its condition: untouched.
+(``() if output_attentions else None``) is a Python one whatever its condition: untouched,
+unless they are numbers on a condition plainly on data (``0.5 if x.sum() > 0 else 0.0``: a
+0-d tensor under export, through ``_ub.pick``).
 Stays Python, wrapped in ``_ub.unconverted`` (which names the reason should the condition
 turn out to be a tensor while exporting): a side that is plainly a Python value (``None``,
 a number, a string, a flag, a size), which torch.cond cannot return; a side binding a
@@ -30,7 +37,7 @@ import functools
 
 import libcst as cst
 
-from ..analysis.classify import STATIC
+from ..analysis.classify import STATIC, TENSOR
 from ..analysis.effects import alias_roots, block_effects
 from ..analysis.names import target_names
 from ..analysis.walk import read, transform
@@ -97,6 +104,22 @@ class IfExpToCond(Pass):
                 indices = (x == t).nonzero()
                 pos = _ub.if_exp(len(indices) > 1, lambda: 1, lambda: 0)
                 return indices[pos]
+            """,
+        ),
+        Rewrite(  # a number against a read: torch.cond cannot merge a number with a tensor, torch.where can
+            """
+            def forward(self, x):
+                t = x.mean()
+                t = 0 if t < 0 else t
+                n = self.eps if t < 1e-3 else t
+                return x * t / n
+            """,
+            """
+            def forward(self, x):
+                t = x.mean()
+                t = _ub.pick(t < 0, lambda: 0, lambda: t)
+                n = _ub.pick(t < 1e-3, lambda: self.eps, lambda: t)
+                return x * t / n
             """,
         ),
         Unchanged(
@@ -178,9 +201,12 @@ class IfExpToCond(Pass):
         if self._made_by_unbranch(original) or not ctx.is_candidate(original):
             return updated
         ints = all(_int_literal(side) for side in (updated.body, updated.orelse))
+        picked = _picked(updated)
         if not ints and all(self._plainly_python(side) for side in (updated.body, updated.orelse)):
-            return updated  # `() if output_attentions else None`: no tensor can come out of it
-        why = self._why_not(updated, original)
+            if not (picked and ctx.condition_kind(original) == TENSOR):
+                return updated  # `() if output_attentions else None`: no tensor can come out of it
+            # `0.5 if x.sum() > 0 else 0.0`: a tensor whatever it is, on a condition on data
+        why = self._why_not(updated, original, picked)
         changed = self._aliased(original)
         if changed and self._alone(original) and not changed & self._changed_elsewhere():
             # the sides change in place what they give back (`y.add_(1) if c else y.mul_(2)`): as an if
@@ -192,10 +218,11 @@ class IfExpToCond(Pass):
         test = runtime_predicate(self.forms.truth(updated.test), ctx)
         sides = indexed_by_test(explicit_super([updated.body, updated.orelse], ctx), updated.test, ctx)
         then, orelse = (_unwrapped(side) for side in sides)
+        op = "pick" if picked else "if_exp"
         call = ctx.runtime_call(
-            "if_exp", bare(test), cst.Lambda(cst.Parameters(), then), cst.Lambda(cst.Parameters(), orelse)
+            op, bare(test), cst.Lambda(cst.Parameters(), then), cst.Lambda(cst.Parameters(), orelse)
         )
-        ctx.note(original, "cond", "conditional expression -> _ub.if_exp")
+        ctx.note(original, "cond", f"conditional expression -> _ub.{op}")
         return call  # (a call needs no parentheses of its own)
 
     def visit_SimpleStatementLine(self, node) -> None:
@@ -233,7 +260,7 @@ class IfExpToCond(Pass):
             and test.func.value.value == self.ctx.runtime
         )
 
-    def _why_not(self, node: cst.IfExp, original: cst.IfExp) -> str | None:
+    def _why_not(self, node: cst.IfExp, original: cst.IfExp, picked: bool) -> str | None:
         for side in (node.body, node.orelse):
             found = _Unmovable.find(side)
             if found:
@@ -245,7 +272,7 @@ class IfExpToCond(Pass):
                 f"'{sorted(alias_roots(original))[0]}' itself (a cond returns a new tensor: the change would not "
                 "reach the other name)"
             )
-        for side in (node.body, node.orelse):
+        for side in () if picked else (node.body, node.orelse):
             value = None if _int_literal(side) else self._python_value(side)
             if value is not None:
                 text = cst.Module([]).code_for_node(value)
@@ -307,6 +334,34 @@ def _int_literal(e: cst.BaseExpression) -> bool:
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Minus):
         e = e.expression
     return isinstance(e, cst.Integer)
+
+
+def _picked(node: cst.IfExp) -> bool:
+    """A choice between values with no effect to run, where a Python number may meet a tensor
+    (``0 if t < 0 else t``, ``self.eps if n < eps else n``): ``_ub.pick``. Sides that are numbers
+    written out or reads, one at least a number or an attribute (a setting: ``self.eps``); two ints
+    aside (torch.cond returns those as symbolic ints), and two names (``x if c else y``: tensors, a cond)."""
+    sides = (node.body, node.orelse)
+    return (
+        all(_number(side) or _read(side) for side in sides)
+        and any(_number(side) or isinstance(side, cst.Attribute) for side in sides)
+        and not all(_int_literal(side) for side in sides)
+    )
+
+
+def _number(e: cst.BaseExpression) -> bool:
+    """``0``, ``-1``, ``1e-6``: a number written out."""
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Minus):
+        e = e.expression
+    return isinstance(e, (cst.Integer, cst.Float))
+
+
+def _read(e: cst.BaseExpression) -> bool:
+    """``t``, ``self.eps``: a name or an attribute of one, which reads without running anything of
+    the user's (a property aside)."""
+    while isinstance(e, cst.Attribute):
+        e = e.value
+    return isinstance(e, cst.Name) and e.value not in ("None", "True", "False")
 
 
 def _unwrapped(side: cst.BaseExpression) -> cst.BaseExpression:
