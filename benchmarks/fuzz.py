@@ -83,9 +83,9 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
             if (
                 divergence is not None
                 and divergence.kind == "export-error"
-                and "could not be converted: " in divergence.detail
+                and any(said in divergence.detail for said in ("could not be converted: ", ": left as Python: "))
             ):
-                divergence.kind = "refusal"  # a construct left as Python, with its reason
+                divergence.kind = "refusal"  # a construct left as Python, with its reason (strict or guided)
             if divergence is not None and divergence.kind == "refusal":
                 refusals.append(divergence)
             elif divergence is not None:
