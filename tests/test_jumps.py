@@ -5,8 +5,6 @@ and strict mode, then ``ep.module()`` is compared with the original on inputs th
 every branch and loop exit, and on another shape.
 """
 
-import time
-
 import pytest
 import torch
 from helpers import assert_same, count_conds
@@ -207,7 +205,9 @@ def test_returns_nested_three_deep_code_is_linear():
     assert rm.code.count("x = x - 2") == 1  # the rest after the middle if is not copied
 
 
-def test_depth_ten_rewrites_fast():
+def test_depth_ten_output_stays_linear():
+    """Ten nested or sequential early returns: the rest of the function is moved, never copied per
+    return (the time this takes is benchmarks/nested_return.py's record, not a test's)."""
     import sys
     from pathlib import Path
 
@@ -215,9 +215,7 @@ def test_depth_ten_rewrites_fast():
     import nested_return
 
     for shape in (nested_return.nested, nested_return.sequential):
-        start = time.perf_counter()
         out = unbranch.rewrite_source(shape(10))
-        assert time.perf_counter() - start < 1.0
         assert out.count("\n") < 4 * shape(10).count("\n")
 
 
