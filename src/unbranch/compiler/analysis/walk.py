@@ -33,7 +33,7 @@ def _children(node_type: type) -> tuple[tuple[str, str], ...]:
 def _fields(node_type: type) -> tuple[tuple[str, bool], ...]:
     """(field, does it hold a sequence of children) for ``node_type``: the walks below tell a child
     from an empty optional field by this and identity, not by ``isinstance`` on libcst's abstract
-    classes, which cost a third of a read walk over transformers' forwards."""
+    classes, which took a fifth of the read walks over transformers' forwards (profiled)."""
     return tuple((field, how in _SEQUENCES) for field, how in _children(node_type))
 
 
