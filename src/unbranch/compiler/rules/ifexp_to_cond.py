@@ -331,9 +331,7 @@ class _Without(cst.CSTTransformer):
 
 def _int_literal(e: cst.BaseExpression) -> bool:
     """``1``, ``-1``: a side torch.cond returns (as a symbolic int: diffusers' ``1 if len(indices) > 1 else 0``)."""
-    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Minus):
-        e = e.expression
-    return isinstance(e, cst.Integer)
+    return isinstance(_unsigned(e), cst.Integer)
 
 
 def _picked(node: cst.IfExp) -> bool:
@@ -351,9 +349,14 @@ def _picked(node: cst.IfExp) -> bool:
 
 def _number(e: cst.BaseExpression) -> bool:
     """``0``, ``-1``, ``1e-6``: a number written out."""
+    return isinstance(_unsigned(e), (cst.Integer, cst.Float))
+
+
+def _unsigned(e: cst.BaseExpression) -> cst.BaseExpression:
+    """``e`` without a leading minus (``-1`` -> ``1``)."""
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Minus):
-        e = e.expression
-    return isinstance(e, (cst.Integer, cst.Float))
+        return e.expression
+    return e
 
 
 def _read(e: cst.BaseExpression) -> bool:
