@@ -284,6 +284,9 @@ def test_numbers_against_names_export_as_where(strict, dtype):
         (out, k), (expected, expected_k) = ep.module()(x.to(dtype)), m(x.to(dtype))
         assert_same(out, expected)
         assert_same(k, torch.as_tensor(expected_k))  # the program's int is a tensor, Python's a number
+    original = [m(x.to(dtype)) for x in inputs]
     with unbranch.torch_export_rewrite(rewrite=[NumberOrName.forward]):
-        for x in inputs:  # eager inside the context: Python's values, numbers staying numbers
-            assert_same(m(x.to(dtype)), NumberOrName.forward(m, x.to(dtype)))
+        for x, (expected, expected_k) in zip(inputs, original):  # eager inside the context: Python's values
+            out, k = m(x.to(dtype))
+            assert_same(out, expected)
+            assert type(k) is type(expected_k) and k == expected_k  # an int stays a Python int
