@@ -116,6 +116,46 @@ def test_decorated_forward_alias_and_module_function(strict):
     assert sample_alias.helper.__code__ is helper_code
 
 
+def _tagged(tag):
+    def decorate(fn):
+        fn.tag = tag
+        return fn
+
+    return decorate
+
+
+@_tagged([k for k in range(2)])
+def code_in_defaults(x, scale=lambda t: t * 2, offsets=tuple(i + 1 for i in range(3))):
+    if x.sum() > 0:
+        x = scale(x) + offsets[2]
+    else:
+        x = x - offsets[1]
+    return x
+
+
+class CallsCodeInDefaults(torch.nn.Module):
+    def forward(self, x):
+        return code_in_defaults(x) * 3
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_lambdas_and_comprehensions_beside_the_def_are_not_taken_for_it(strict):
+    """A function without free variables compiles from its text: the code swapped in is the def's,
+    not that of a lambda or generator in its defaults or decorator (constants of the same module)."""
+    m = CallsCodeInDefaults()
+    inputs = [torch.ones(3, 2), -torch.ones(5, 2), torch.full((1, 2), 0.5)]
+    expected = [m(x) for x in inputs]
+    with unbranch.torch_export_rewrite(rewrite=[code_in_defaults]):
+        assert code_in_defaults.__code__.co_name == "code_in_defaults"
+        assert code_in_defaults.__code__.co_filename.startswith("unbranch:")
+        for x, want in zip(inputs, expected):
+            torch.testing.assert_close(m(x), want)
+        ep = torch.export.export(m, (inputs[0],), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
+    assert count_conds(ep) == 1 and code_in_defaults.tag == [0, 1]
+    for x, want in zip(inputs, expected):
+        torch.testing.assert_close(ep.module()(x), want)
+
+
 def test_import_inside_function():
     rm = unbranch.transform_method(sample_alias.late_import)
     assert rm.changed

@@ -39,6 +39,8 @@ def compile_function(
     if runtime_cell is not None:
         freevars = tuple(sorted((*freevars, runtime_cell)))  # the order the compiler gives them
     try:
+        if not freevars:  # no cell to bind: the text compiles as it is, without a round trip through ``ast``
+            return _inner(compile(text, filename, "exec"), None, freevars, info)
         tree = ast.parse(text, filename)
     except SyntaxError as e:  # a hook produced bad code
         raise UnbranchError(f"rewritten code does not compile: {e}", info.path, info.line, "rewrite") from None
@@ -65,8 +67,14 @@ def compile_function(
         type_params=[],
     )
     code = compile(ast.Module([ast.copy_location(outer, fn)], []), filename, "exec")
-    outer_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
-    inner = next(c for c in outer_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.name)
+    return _inner(next(c for c in code.co_consts if isinstance(c, types.CodeType)), fn.name, freevars, info)
+
+
+def _inner(code: types.CodeType, name: str | None, freevars: tuple, info: SourceInfo) -> types.CodeType:
+    """The code object of the ``def`` named ``name`` among ``code``'s constants (None: the one ``def``,
+    beside the lambdas and comprehensions of its decorators and defaults)."""
+    named = (lambda c: not c.co_name.startswith("<")) if name is None else (lambda c: c.co_name == name)
+    inner = next(c for c in code.co_consts if isinstance(c, types.CodeType) and named(c))
     if inner.co_freevars != freevars:
         raise UnbranchError(
             f"rewritten code has free variables {inner.co_freevars}, the original {tuple(freevars)}",

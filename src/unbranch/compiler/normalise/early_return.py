@@ -219,6 +219,8 @@ class EarlyReturn(Pass):
         if original is not self.fn:
             return updated
         body = list(updated.body.body)
+        if not any(_needs_tail(s, self.ctx) for s in body):
+            return updated  # (the names the function binds are a walk of all of it: only when needed)
         local = set(param_names(updated)) | block_writes(body)
         params = set(param_names(updated))
         new = _block(body, self.ctx, local, (params, params))
