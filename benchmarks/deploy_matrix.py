@@ -7,9 +7,10 @@
    other sizes: "ok", "limit" (the error users get, at export or when the backend builds it)
    or "fails" (with the error), and the build time.
 2. **Row loop** (the issue's ``out[i] = x[i] * 2 + 1``, 16 columns) at 64, 1,024 and 8,192 rows:
-   CPU ms per call of the eager Python loop, of the exported program on each backend, and of
-   the lowering before this issue (the buffer carried through the scan and cloned every
-   step: the runtime's ``rows`` ignored while exporting), interleaved rounds, medians.
+   CPU ms per call of the eager Python loop, of the exported program on each backend (a vmap
+   over the steps: non-strict export), in ``ep.module()`` of the strict export (a scan with the
+   rows stacked) and of the lowering before issue 21 (the buffer carried through the scan and
+   cloned every step: the runtime's ``rows`` ignored while exporting), interleaved rounds, medians.
 3. **Other constructs** at 64 and 1,024 rows, each backend, against eager.
 4. **cond vs where**: a small pure branch (``if y.abs().max() > 1: y = y / y.abs().max()``)
    as unbranch's cond and written branch-free by hand (``torch.where`` over both sides).
@@ -199,9 +200,10 @@ def timed(runners: dict, args, repeats: int, failed: dict) -> dict:
     return {k: round(statistics.median(v) * 1e3, 4) for k, v in times.items()}
 
 
-def _export(model, example, **context):
+def _export(model, example, strict=False, **context):
     with unbranch.torch_export_rewrite(rewrite=[type(model).forward], **context):
-        return torch.export.export(model, example, dynamic_shapes=tuple({0: Dim.DYNAMIC} for _ in example))
+        dims = tuple({0: Dim.DYNAMIC} for _ in example)
+        return torch.export.export(model, example, dynamic_shapes=dims, strict=strict)
 
 
 def _carried_buffer_export(model, example):
@@ -243,11 +245,15 @@ def row_loop(sizes, repeats: int, backends, device: str) -> dict:
         old_dir = Path(workdir) / "carried"
         old_dir.mkdir()
         old = runners_for(_carried_buffer_export(model, (largest,)), {"module": backends["module"]}, old_dir)
+        strict_dir = Path(workdir) / "strict"
+        strict_dir.mkdir()
+        scanned = runners_for(_export(model, (largest,), strict=True), {"module": backends["module"]}, strict_dir)
         for n in sizes:
             args = (torch.randn(n, 16, device=device),)
             runners = {"eager": lambda *a: model(*a)}
             runners.update(new)
             runners.update({f"{k} (carried buffer, before)": v for k, v in old.items()})
+            runners.update({f"{k} (strict export: scan, rows stacked)": v for k, v in scanned.items()})
             ms = timed(runners, args, repeats, results["failed"])
             results[str(n)] = {"ms": ms, "ratio_to_eager": {k: round(v / ms["eager"], 3) for k, v in ms.items()}}
             print(f"rows {n}: {results[str(n)]['ratio_to_eager']}", flush=True)

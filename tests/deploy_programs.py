@@ -72,6 +72,20 @@ class RowLoop(torch.nn.Module):
         return out
 
 
+class RowsAfterACond(torch.nn.Module):
+    """A row loop whose step holds a cond (which vmap cannot batch): rows written once per step."""
+
+    def forward(self, x):
+        out = torch.zeros(x.shape[0], x.shape[1], device=x.device)
+        for i in range(x.shape[0]):
+            if x[i].sum() > 0:
+                v = x[i] * 2
+            else:
+                v = -x[i]
+            out[i] = v
+        return out
+
+
 class Backwards(torch.nn.Module):
     """A recurrence run from the last row to the first (``reversed(range(n))``), its states stacked."""
 
@@ -219,10 +233,18 @@ PROGRAMS = {
         Program(
             "rows",
             "`for i in range(n): out[i] = f(x[i])`",
-            "scan, rows as stacked outputs",
+            "vmap over the steps (non-strict export; strict: scan, rows as stacked outputs)",
             RowLoop,
             rows(16),
             {"rows": (torch.randn(6, 16),)},
+        ),
+        Program(
+            "rows-cond",
+            "`for i in range(n): if x[i].sum() > 0: … out[i] = v`",
+            "scan, rows as stacked outputs, a cond in the step",
+            RowsAfterACond,
+            rows(4),
+            {"both sides": (torch.cat([torch.ones(2, 4), -torch.ones(3, 4)]),)},
         ),
         Program(
             "carry",

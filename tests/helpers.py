@@ -27,6 +27,28 @@ def count_conds(ep) -> int:
     return len(cond_nodes(ep))
 
 
+def count_ops(ep, op) -> int:
+    """Calls of ``op`` anywhere in the exported program, nested subgraphs included."""
+    return sum(
+        n.target is op
+        for gm in ep.graph_module.modules()
+        if isinstance(gm, torch.fx.GraphModule)
+        for n in gm.graph.nodes
+    )
+
+
+def count_vmaps(ep) -> int:
+    """Loops whose steps carry nothing, run as one batched computation (non-strict export)."""
+    import torch._functorch.predispatch as predispatch
+
+    return count_ops(ep, predispatch._vmap_increment_nesting)
+
+
+def count_loops(ep) -> int:
+    """Loop operators: scans, and loops whose steps carry nothing, batched with vmap."""
+    return count_ops(ep, torch.ops.higher_order.scan) + count_vmaps(ep)
+
+
 def assert_same(actual, expected, rtol=None, atol=None):
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
 

@@ -1,14 +1,16 @@
-"""Loops that write one row of a buffer per step become scans whose rows are per-step outputs.
+"""Loops that write one row of a buffer per step: per-step outputs, not a carried buffer.
 
 The buffer is no longer carried (cloned and written with ``index_put_`` at every step): the
-scan carries nothing of it, and the rows are copied into the buffer once after the loop. Each
-exported program matches the original eager module at other lengths, in both export modes,
-including the state of a buffer passed in by the caller and a view of it.
+rows are copied into the buffer once after the loop. Where the steps carry nothing else, under
+non-strict export the loop is one batched computation (``torch.vmap`` over the steps), no loop
+left; under strict export, or where vmap cannot run the step, a scan with the rows as per-step
+outputs. Each exported program matches the original eager module at other lengths, in both
+export modes, including the state of a buffer passed in by the caller and a view of it.
 """
 
 import pytest
 import torch
-from helpers import export_rewritten
+from helpers import count_vmaps, export_rewritten
 from torch.export import Dim
 
 import unbranch
@@ -32,6 +34,13 @@ def carried(ep) -> list:
     return [tuple(x.meta["val"].shape) for node in scan_nodes(ep) for x in node.args[1]]
 
 
+def assert_rows_lowered(ep, strict):
+    if strict:  # dynamo: a scan, which carries only its 0-d placeholder, not the buffer
+        assert carried(ep) == [()] and count_vmaps(ep) == 0
+    else:  # nothing carried from step to step: one batched computation, no loop left
+        assert scan_nodes(ep) == [] and count_vmaps(ep) == 1
+
+
 class IntoInput(torch.nn.Module):
     """Rows written into a buffer the caller passes, seen through a view taken before the loop."""
 
@@ -46,7 +55,7 @@ class IntoInput(torch.nn.Module):
 def test_rows_into_a_caller_buffer(strict):
     model = IntoInput()
     ep = export_rewritten(model, (torch.randn(5, 3), torch.zeros(5, 3)), strict, dynamic_shapes=({0: Dim.DYNAMIC},) * 2)
-    assert carried(ep) == [()]  # a 0-d placeholder: the buffer is not carried
+    assert_rows_lowered(ep, strict)
     for n in (1, 2, 7):
         x = torch.randn(n, 3)
         mine, theirs = torch.full((n, 3), -1.0), torch.full((n, 3), -1.0)
@@ -72,7 +81,7 @@ class AfterABranch(torch.nn.Module):
 def test_rows_after_a_branch(strict):
     model = AfterABranch()
     ep = export_rewritten(model, (torch.randn(6, 4),), strict, dynamic_shapes=({0: Dim.DYNAMIC},))
-    assert carried(ep) == [()]
+    assert carried(ep) == [()] and count_vmaps(ep) == 0  # a cond in the step: vmap cannot run it, a scan does
     for n in (1, 3, 8):
         x = torch.randn(n, 4)
         x[0] = x[0].abs()  # both sides taken
@@ -98,6 +107,32 @@ def test_rows_broadcast_into_a_longer_buffer(strict):
     for n in (1, 4):
         x = torch.randn(n, 2)
         torch.testing.assert_close(ep.module()(x), model(x))
+
+
+class Checked(torch.nn.Module):
+    """A row loop whose step checks its row: vmap cannot batch the check (``_assert_async``)."""
+
+    def forward(self, x):
+        out = torch.zeros(x.shape[0], x.shape[1])
+        for i in range(x.shape[0]):
+            if x[i].abs().sum() > 100:
+                raise ValueError("row too large")
+            out[i] = x[i] + 1
+        return out
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_a_step_vmap_cannot_batch_is_a_scan_and_leaves_nothing_of_the_try(strict):
+    model = Checked()
+    ep = export_rewritten(model, (torch.randn(5, 3),), strict, dynamic_shapes=({0: Dim.DYNAMIC},))
+    assert carried(ep) == [()] and count_vmaps(ep) == 0  # the first try recorded nothing
+    for n in (1, 4):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(ep.module()(x), model(x))
+    with pytest.raises(RuntimeError):
+        ep.module()(torch.full((3, 3), 50.0))
+    with pytest.raises(ValueError, match="row too large"):
+        model(torch.full((3, 3), 50.0))
 
 
 def test_what_is_not_a_row_write_stays_carried():

@@ -220,6 +220,25 @@ def _scan(step, carry, xs, device, outputs: bool):
     return tuple(narrow(tuple(state)))[: len(carry)], tuple(ys) if outputs else ()
 
 
+def _vectorised(step, xs) -> tuple | None:
+    """The outputs of a loop whose steps carry nothing from one to the next, stacked, computed at
+    once by ``torch.vmap`` over the steps' inputs: no loop is left in the program. None where vmap
+    cannot run the step (an op without a batching rule, ``.item()``, random numbers, a check), found
+    by a first try that records nothing (a failed vmap leaves its nodes in the graph), and under
+    dynamo (strict export: a module's parameter read inside vmap fails, torch 2.13); a scan then runs it.
+    """
+    if torch.compiler.is_dynamo_compiling():
+        return None
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    try:  # (export records vmap's own steps through a torch-function mode, its ops through a dispatch mode)
+        with disable_proxy_modes_tracing(), torch._C.DisableTorchFunction():
+            torch.vmap(step)(*xs)
+    except Exception:
+        return None
+    return tuple(fresh_outputs(torch.vmap(step)(*xs), xs))
+
+
 def _float_carry(step, init):
     """(step, init, narrow) carrying integer and bool tensors as float64.
 
@@ -359,12 +378,23 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
             per_step = (*(out[k].row() for k in rows), *out[n:])
             return fresh_outputs(new, state) or (state[0] + 0,), fresh_outputs(per_step, (*state, *new))
 
+        def each_step(i, *given):
+            # a step with nothing carried from the one before: only rows written and values appended
+            chosen = dict(zip(sliced, given))
+            written = (_Row(like[k], i) for k in range(n))
+            out = _as_tuple(body(i, *(chosen.get(j) for j in range(len(reads))), *written), n + m)
+            return (*(out[k].row() for k in rows), *out[n:])
+
         # backwards, the steps take the rows flipped (torch's own reverse scan, which flips its
         # outputs back, does not compile in AOTInductor: "conflicting declaration", torch 2.13)
         in_order = (lambda t: t.flip(0)) if backwards else (lambda t: t)
         index = torch.arange(start, -1, -1, device=device) if backwards else torch.arange(steps, device=device)
         xs = [index, *(in_order(reads[j]) for j in sliced)]
-        final, ys = _scan(scan_step, [carry[k] for k in loose], xs, device, bool(rows) or m > 0)
+        ys = _vectorised(each_step, xs) if not loose and (rows or m) else None
+        if ys is None:
+            final, ys = _scan(scan_step, [carry[k] for k in loose], xs, device, bool(rows) or m > 0)
+        else:
+            final = ()
         full = list(carry)
         for j, k in enumerate(loose):
             full[k] = final[j]
@@ -507,11 +537,19 @@ def for_each(
     if enumerated is not None:
         xs = (torch.arange(n, device=sources[0].device), *xs)
 
-    def step(state, rows):
+    def arguments(rows) -> list:
         args = list(rows)
         if enumerated is not None:
             args[0] = rows[0] + enumerated
-        out = _as_tuple(body(*args, *_fresh_carry(state[:count], mutated)), count + m)
+        return args
+
+    if not count and m:  # steps that only append: batched, where vmap can run them (see _vectorised)
+        ys = _vectorised(lambda *rows: _as_tuple(body(*arguments(rows)), m), xs)
+        if ys is not None:
+            return _from_tuple(_stacked(appends, ys))
+
+    def step(state, rows):
+        out = _as_tuple(body(*arguments(rows), *_fresh_carry(state[:count], mutated)), count + m)
         carried = fresh_outputs(out[:count], (*state, *rows)) or (state[0] + 0,)
         return carried, fresh_outputs(out[count:], (*state, *rows, *carried))
 
