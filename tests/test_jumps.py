@@ -7,21 +7,12 @@ every branch and loop exit, and on another shape.
 
 import pytest
 import torch
-from helpers import assert_same, count_conds
+from helpers import assert_same, count_conds, count_ops
 from torch.export import Dim
 
 import unbranch
 
 MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
-
-
-def _count(ep, op) -> int:
-    return sum(
-        n.target is op
-        for gm in ep.graph_module.modules()
-        if isinstance(gm, torch.fx.GraphModule)
-        for n in gm.graph.nodes
-    )
 
 
 def export(model, example, strict, dims=None):
@@ -82,7 +73,7 @@ def _rows(n, stop_at):
 def test_break_in_for_over_dynamic_range(strict):
     m = BreakInScan()
     ep = export(m, (_rows(5, 2),), strict)
-    assert _count(ep, torch.ops.higher_order.scan) == 1
+    assert count_ops(ep, torch.ops.higher_order.scan) == 1
     inputs = [(_rows(5, None),), (_rows(5, 0),), (_rows(5, 2),), (_rows(5, 4),), (_rows(8, 6),), (_rows(3, None),)]
     inputs = [(x + 0.1 * torch.arange(3.0),) for (x,) in inputs]
     same_everywhere(m, ep, inputs)
@@ -104,7 +95,7 @@ class BreakInWhile(torch.nn.Module):
 def test_break_in_while_on_tensor(strict):
     m = BreakInWhile()
     ep = export(m, (torch.ones(4),), strict)
-    assert _count(ep, torch.ops.higher_order.while_loop) == 1
+    assert count_ops(ep, torch.ops.higher_order.while_loop) == 1
     # the test ends the loop at once / the break ends it / the test ends it after some steps
     inputs = [(torch.full((4,), 50.0),), (torch.full((4,), 11.0),), (torch.ones(4),), (torch.full((6,), 0.5),)]
     inputs += [(torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]),)]
@@ -257,7 +248,7 @@ class ReturnInWhile(torch.nn.Module):
 def test_return_inside_while_on_tensor(strict):
     m = ReturnInWhile()
     ep = export(m, (torch.ones(4),), strict)
-    assert _count(ep, torch.ops.higher_order.while_loop) == 1
+    assert count_ops(ep, torch.ops.higher_order.while_loop) == 1
     inputs = [(torch.full((4,), 50.0),), (torch.full((4,), 11.0),), (torch.ones(4),), (torch.full((30,), 1.0),)]
     same_everywhere(m, ep, inputs)
 

@@ -14,21 +14,12 @@ import sys
 import pytest
 import sample_user
 import torch
-from helpers import assert_same, count_conds
+from helpers import assert_same, count_conds, count_ops
 from torch.export import Dim
 
 import unbranch
 
 MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
-
-
-def _higher_order(ep, op) -> int:
-    return sum(
-        node.target is op
-        for gm in ep.graph_module.modules()
-        if isinstance(gm, torch.fx.GraphModule)
-        for node in gm.graph.nodes
-    )
 
 
 def _export(model, strict):
@@ -42,7 +33,7 @@ def test_discovery_finds_loops_and_ifs(strict):
     model = sample_user.Recurrent()
     ep, report = _export(model, strict)
     assert sorted(rm.qualname for rm in report) == ["Recurrent.forward", "squash"]
-    assert _higher_order(ep, torch.ops.higher_order.scan) == 1 and count_conds(ep) == 2
+    assert count_ops(ep, torch.ops.higher_order.scan) == 1 and count_conds(ep) == 2
     for length in (5, 2, 9):  # the example's length, and others: the loop is not unrolled
         for x in sample_user.inputs(length):  # each side of both ifs
             assert_same(ep.module()(x), model(x))
