@@ -135,6 +135,23 @@ def test_a_step_vmap_cannot_batch_is_a_scan_and_leaves_nothing_of_the_try(strict
         model(torch.full((3, 3), 50.0))
 
 
+def test_batch_loops_false_keeps_the_scan_and_is_undone_on_exit():
+    """For a loop whose batched steps would not fit in memory at once: one step at a time."""
+    from unbranch.runtime import loops
+
+    model = IntoInput()
+    dims = ({0: Dim.DYNAMIC},) * 2
+    ep = export_rewritten(model, (torch.randn(5, 3), torch.zeros(5, 3)), False, dynamic_shapes=dims, batch_loops=False)
+    assert carried(ep) == [()] and count_vmaps(ep) == 0 and loops.BATCH is True
+    for n in (1, 6):
+        x = torch.randn(n, 3)
+        mine, theirs = torch.zeros(n, 3), torch.zeros(n, 3)
+        torch.testing.assert_close(ep.module()(x, mine), model(x, theirs))
+        torch.testing.assert_close(mine, theirs)
+    with pytest.raises(unbranch.UnbranchError, match="batch_loops"):
+        unbranch.torch_export_rewrite(rewrite=[IntoInput.forward], batch_loops="no")
+
+
 def test_what_is_not_a_row_write_stays_carried():
     class ReadsBack(torch.nn.Module):
         def forward(self, x):

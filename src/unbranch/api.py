@@ -96,6 +96,7 @@ def torch_export_rewrite(
     lower_under_compile: bool = False,
     target: str | None = None,
     max_loop_iterations: int | None = None,
+    batch_loops: bool = True,
     **unknown,
 ):
     """Swap in rewritten code for what ``rewrite`` names while inside the ``with`` block.
@@ -115,6 +116,9 @@ def torch_export_rewrite(
     loop no scan can count runs as a scan of at most ``max_loop_iterations`` steps) and
     raises UnbranchError at export for a loop it cannot run (no bound given, a carried value of
     dynamic shape).
+    ``batch_loops=False`` keeps a loop whose steps carry nothing as a scan under non-strict
+    export, instead of one batched computation (``torch.vmap``), whose peak memory is that of
+    all its steps at once.
     """
     check_arguments("torch_export_rewrite", extra, unknown, CONTEXT_KEYWORDS)
     check_type("torch_export_rewrite", "verbose", verbose, int)
@@ -125,9 +129,10 @@ def torch_export_rewrite(
             f"torch_export_rewrite() expects model to be an nn.Module, got {model!r}", construct="arguments"
         )
     check_target(target, max_loop_iterations)
+    check_type("torch_export_rewrite", "batch_loops", batch_loops, bool)
     check_patch_details(patch_details)
     named, models = targets(rewrite)
-    loops = {"target": target, "max_loop_iterations": max_loop_iterations}
+    loops = {"target": target, "max_loop_iterations": max_loop_iterations, "batch": batch_loops}
     context = session(
         named,
         models + ([model] if model is not None else []),

@@ -26,6 +26,7 @@ CONTEXT_KEYWORDS = (
     "lower_under_compile",
     "target",
     "max_loop_iterations",
+    "batch_loops",
 )
 HOOKS = ("filter_node", "pre_rewriter", "post_rewriter")
 

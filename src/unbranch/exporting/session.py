@@ -124,18 +124,21 @@ def _guided(report: Report, call):
 @contextlib.contextmanager
 def session(named, models, dump_rewriting, verbose, strict, lower_under_compile, loops=None):
     """The context manager torch_export_rewrite returns; yields the Report. ``loops``: the
-    deployment target and loop bound the runtime lowers loops for (``runtime.loops.TARGET``)."""
+    deployment target and loop bound the runtime lowers loops for, and whether it may batch
+    a loop whose steps carry nothing (``runtime.loops.TARGET``, ``BATCH``)."""
     report = plan(named, models, strict)
     for rm in report.rewritten:
         say(verbose, rm)
         if dump_rewriting:
             dump(dump_rewriting, rm)
     compiling = _tracing.LOWER_UNDER_COMPILE
-    saved = _loops.TARGET, _loops.MAX_ITERATIONS
+    saved = _loops.TARGET, _loops.MAX_ITERATIONS, _loops.BATCH
     try:
         _tracing.LOWER_UNDER_COMPILE = compiling or lower_under_compile
         if loops and loops.get("target") is not None:
             _loops.TARGET, _loops.MAX_ITERATIONS = loops["target"], loops.get("max_loop_iterations")
+        if loops and not loops.get("batch", True):
+            _loops.BATCH = False
         with swapped_in(report.rewritten), watched_exports(report, guided=bool(models)):
             try:
                 yield report
@@ -146,7 +149,7 @@ def session(named, models, dump_rewriting, verbose, strict, lower_under_compile,
                 raise better from e
     finally:
         _tracing.LOWER_UNDER_COMPILE = compiling
-        _loops.TARGET, _loops.MAX_ITERATIONS = saved
+        _loops.TARGET, _loops.MAX_ITERATIONS, _loops.BATCH = saved
 
 
 _FAILED = "the export of rewritten code failed: "

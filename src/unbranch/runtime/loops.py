@@ -52,9 +52,10 @@ __all__ = [
     "write_row",
 ]
 
-# torch_export_rewrite(target=..., max_loop_iterations=...) sets these while open
+# torch_export_rewrite(target=..., max_loop_iterations=..., batch_loops=...) sets these while open
 TARGET: str | None = None  # "executorch": lower loops to what ExecuTorch runs, or refuse at export
 MAX_ITERATIONS: int | None = None  # the user's bound on the trip count of loops no scan can count
+BATCH = True  # False: a loop whose steps carry nothing stays a scan (see _vectorised)
 
 TARGETS = ("executorch",)
 
@@ -224,10 +225,11 @@ def _vectorised(step, xs) -> tuple | None:
     """The outputs of a loop whose steps carry nothing from one to the next, stacked, computed at
     once by ``torch.vmap`` over the steps' inputs: no loop is left in the program. None where vmap
     cannot run the step (an op without a batching rule, ``.item()``, random numbers, a check), found
-    by a first try that records nothing (a failed vmap leaves its nodes in the graph), and under
-    dynamo (strict export: a module's parameter read inside vmap fails, torch 2.13); a scan then runs it.
+    by a first try that records nothing (a failed vmap leaves its nodes in the graph), under
+    dynamo (strict export: a module's parameter read inside vmap fails, torch 2.13), and with
+    ``batch_loops=False`` (all steps at once take all their memory at once); a scan then runs it.
     """
-    if torch.compiler.is_dynamo_compiling():
+    if not BATCH or torch.compiler.is_dynamo_compiling():
         return None
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
