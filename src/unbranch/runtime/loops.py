@@ -370,22 +370,21 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
         # the read tensors with a row per step: slices of the scan (the others are read in the step)
         sliced = [j for j, t in enumerate(reads) if isinstance(t, torch.Tensor) and _rows_of(t, steps)]
 
-        def scan_step(state, xs):
-            i, given = xs[0], dict(zip(sliced, xs[1:]))
+        def run_step(i, given, state):
+            """(the loose carries after the step, its per-step outputs: rows written, values appended)."""
+            chosen = dict(zip(sliced, given))
             written = {k: _Row(like[k], i) for k in rows}
-            fresh = iter(_fresh_carry(state[: len(loose)], [j for j, k in enumerate(loose) if k in mutated]))
+            fresh = iter(_fresh_carry(state, [j for j, k in enumerate(loose) if k in mutated]))
             carried = (written[k] if k in written else next(fresh) for k in range(n))
-            out = _as_tuple(body(i, *(given.get(j) for j in range(len(reads))), *carried), n + m)
-            new = tuple(out[k] for k in loose)
-            per_step = (*(out[k].row() for k in rows), *out[n:])
+            out = _as_tuple(body(i, *(chosen.get(j) for j in range(len(reads))), *carried), n + m)
+            return tuple(out[k] for k in loose), (*(out[k].row() for k in rows), *out[n:])
+
+        def scan_step(state, xs):
+            new, per_step = run_step(xs[0], xs[1:], state[: len(loose)])
             return fresh_outputs(new, state) or (state[0] + 0,), fresh_outputs(per_step, (*state, *new))
 
-        def each_step(i, *given):
-            # a step with nothing carried from the one before: only rows written and values appended
-            chosen = dict(zip(sliced, given))
-            written = (_Row(like[k], i) for k in range(n))
-            out = _as_tuple(body(i, *(chosen.get(j) for j in range(len(reads))), *written), n + m)
-            return (*(out[k].row() for k in rows), *out[n:])
+        def each_step(i, *given):  # nothing carried from one step to the next (``loose`` is empty)
+            return run_step(i, given, ())[1]
 
         # backwards, the steps take the rows flipped (torch's own reverse scan, which flips its
         # outputs back, does not compile in AOTInductor: "conflicting declaration", torch 2.13)
