@@ -101,7 +101,7 @@ PARTS = [
 # helpers, the canonical forms, the rules, and the pipeline that lists them
 COMPILER = [
     ("analysis", "origins", "source"),
-    ("passes", "context", "emit", "callees"),
+    ("passes", "context", "emit", "verbatim", "callees"),
     ("lower",),
     ("normalise",),
     ("rules",),

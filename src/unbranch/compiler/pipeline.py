@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..errors import UnbranchError
+from . import verbatim
 from .analysis import forget
 from .analysis.classify import Classifier
 from .context import Context, Namer, taken_names
@@ -178,7 +179,7 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
     if not ctx.notes and new.deep_equals(fn):  # normalising may change code without a note
         return Compiled(info.text, False, ctx.notes, runtime)
     out = module.with_changes(body=[new, *module.body[1:]])
-    return Compiled(out.code, True, ctx.notes, runtime, out, origins)
+    return Compiled(verbatim.code(out, module, fn_ast, info.text), True, ctx.notes, runtime, out, origins)
 
 
 def _hook(hook, fn, info, name):

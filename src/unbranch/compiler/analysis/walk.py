@@ -30,7 +30,7 @@ def _children(node_type: type) -> tuple[tuple[str, str], ...]:
 
 
 @functools.cache
-def _fields(node_type: type) -> tuple[tuple[str, bool], ...]:
+def child_fields(node_type: type) -> tuple[tuple[str, bool], ...]:
     """(field, does it hold a sequence of children) for ``node_type``: the walks below tell a child
     from an empty optional field by this and identity, not by ``isinstance`` on libcst's abstract
     classes, which took a fifth of the read walks over transformers' forwards (profiled)."""
@@ -50,32 +50,46 @@ def is_a(node_type: type, classes: tuple[type, ...]) -> bool:
 def read(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a visitor that only reads, without rebuilding the tree."""
     kind = type(visitor)
-    if kind.on_visit is cst.CSTVisitor.on_visit and kind.on_leave is cst.CSTVisitor.on_leave:
-        # libcst's own dispatch: its visit_<Node>/leave_<Node>, looked up once per node type
-        # instead of by name at every node
-        _read(node, visitor, functools.partial(_hooks, kind))
-    else:
-        _read(node, visitor, lambda node_type: (kind.on_visit, kind.on_leave))
+    _read(node, visitor, _TABLES.get(kind) or _TABLES.setdefault(kind, _Table(kind)))
 
 
-def _read(node: cst.CSTNode, visitor: cst.CSTVisitor, hooks) -> None:
-    visit, leave = hooks(type(node))
+class _Table(dict):
+    """node type -> (visit hook, leave hook, child fields) for one visitor class: a walk looks
+    each node's up in one dict instead of by name (libcst's dispatch) or in several caches."""
+
+    def __init__(self, visitor_type: type) -> None:
+        super().__init__()
+        self.visitor_type = visitor_type
+        # libcst's own dispatch (visit_<Node>/leave_<Node>), unless the class replaced it
+        self.by_name = (
+            visitor_type.on_visit is cst.CSTVisitor.on_visit and visitor_type.on_leave is cst.CSTVisitor.on_leave
+        )
+
+    def __missing__(self, node_type: type) -> tuple:
+        kind, name = self.visitor_type, node_type.__name__
+        if self.by_name:
+            hooks = getattr(kind, f"visit_{name}", None), getattr(kind, f"leave_{name}", None)
+        else:
+            hooks = kind.on_visit, kind.on_leave
+        self[node_type] = entry = (*hooks, child_fields(node_type))
+        return entry
+
+
+_TABLES: dict[type, _Table] = {}
+
+
+def _read(node: cst.CSTNode, visitor: cst.CSTVisitor, table: _Table) -> None:
+    visit, leave, fields = table[type(node)]
     if visit is None or visit(visitor, node) is not False:
-        for field, many in _fields(type(node)):
+        for field, many in fields:
             value = getattr(node, field)
             if many and isinstance(value, (tuple, list)):  # (`from m import *` holds a node there)
                 for child in value:
-                    _read(child, visitor, hooks)
+                    _read(child, visitor, table)
             elif value is not None and value is not cst.MaybeSentinel.DEFAULT:
-                _read(value, visitor, hooks)
+                _read(value, visitor, table)
     if leave is not None:
         leave(visitor, node)
-
-
-@functools.lru_cache(maxsize=4096)
-def _hooks(visitor_type: type, node_type: type) -> tuple:
-    name = node_type.__name__
-    return getattr(visitor_type, f"visit_{name}", None), getattr(visitor_type, f"leave_{name}", None)
 
 
 def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
