@@ -215,6 +215,19 @@ def def_free_reads(node: cst.FunctionDef | cst.ClassDef) -> set[str]:
 
 
 _NESTED = (cst.SimpleStatementLine, cst.BaseCompoundStatement)  # statements whose names are memoised
+# what a block walk enters: statements and the clauses holding their blocks; the expressions in
+# them are read by the hooks of the statement holding them
+_STRUCTURE = (
+    cst.BaseStatement,
+    cst.BaseSmallStatement,
+    cst.BaseSuite,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+    cst.WithItem,
+)
 
 
 class _BlockNames(cst.CSTVisitor):
@@ -235,7 +248,7 @@ class _BlockNames(cst.CSTVisitor):
             self.writes |= writes
             self.declared |= declared
             return False
-        return super().on_visit(node)
+        return is_a(type(node), _STRUCTURE) and super().on_visit(node)
 
     def visit_Global(self, node) -> bool:
         self.declared.update(n.name.value for n in node.names)
