@@ -97,10 +97,12 @@ PARTS = [
     ("unbranch.cli", "unbranch"),  # the front doors put the rest together
     ("unbranch.__main__",),
 ]
-# inside the compiler, lowest first: facts, then the plumbing passes share, then the lowering
-# helpers, the canonical forms, the rules, and the pipeline that lists them
+# inside the compiler, lowest first: facts and walks, where each statement comes from, then the
+# plumbing passes share, then the lowering helpers, the canonical forms, the rules, and the
+# pipeline that lists them
 COMPILER = [
-    ("analysis", "origins", "source"),
+    ("analysis", "source"),
+    ("origins",),
     ("passes", "context", "emit", "verbatim", "callees"),
     ("lower",),
     ("normalise",),

@@ -19,6 +19,8 @@ import difflib
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from .analysis.walk import Dispatching
+
 
 class Origins:
     def __init__(self) -> None:
@@ -46,8 +48,10 @@ class Origins:
 
     def inherit(self, new, old) -> None:
         """``new`` (a node or a FlattenSentinel of nodes) stands for ``old``, unless it has an origin of its own."""
+        if new is old:
+            return
         line = self.line(old)
-        if line is None or new is old:
+        if line is None:
             return
         twin = self.twin(old)
         for node in new.nodes if isinstance(new, cst.FlattenSentinel) else (new,):
@@ -111,7 +115,7 @@ class Origins:
                 self._pair(s, pending.pop(0))
 
 
-class Inheriting(cst.CSTTransformer):
+class Inheriting(Dispatching):
     """A transformer whose every result stands for the node it replaces (origins inherited)."""
 
     def __init__(self, origins: Origins) -> None:

@@ -144,7 +144,7 @@ class Pass(OwnScope, Inheriting):
 
     def on_leave(self, original, updated):
         result = super().on_leave(original, updated)
-        if self._where and self.ctx.origins.line(original) is not None:
+        if self._where and is_a(type(original), _STATEMENTS) and self.ctx.origins.line(original) is not None:
             self._where.pop()
             self.ctx.where = self._where[-1] if self._where else None
         return result

@@ -57,12 +57,14 @@ class _Table(dict):
     """node type -> (visit hook, leave hook, child fields) for one visitor class: a walk looks
     each node's up in one dict instead of by name (libcst's dispatch) or in several caches."""
 
-    def __init__(self, visitor_type: type) -> None:
+    def __init__(self, visitor_type: type, by_name: bool | None = None) -> None:
         super().__init__()
         self.visitor_type = visitor_type
         # libcst's own dispatch (visit_<Node>/leave_<Node>), unless the class replaced it
         self.by_name = (
-            visitor_type.on_visit is cst.CSTVisitor.on_visit and visitor_type.on_leave is cst.CSTVisitor.on_leave
+            by_name
+            if by_name is not None
+            else (visitor_type.on_visit is cst.CSTVisitor.on_visit and visitor_type.on_leave is cst.CSTVisitor.on_leave)
         )
 
     def __missing__(self, node_type: type) -> tuple:
@@ -76,6 +78,22 @@ class _Table(dict):
 
 
 _TABLES: dict[type, _Table] = {}
+_NAMED: dict[type, _Table] = {}
+
+
+class Dispatching(cst.CSTTransformer):
+    """libcst's dispatch to ``visit_<Node>``/``leave_<Node>``, each looked up once per node
+    type: libcst formats the name and looks it up at every node a transformer passes."""
+
+    def on_visit(self, node) -> bool:
+        kind = type(self)
+        visit = (_NAMED.get(kind) or _NAMED.setdefault(kind, _Table(kind, by_name=True)))[type(node)][0]
+        return visit is None or visit(self, node) is not False
+
+    def on_leave(self, original, updated):
+        kind = type(self)
+        leave = (_NAMED.get(kind) or _NAMED.setdefault(kind, _Table(kind, by_name=True)))[type(original)][1]
+        return updated if leave is None else leave(self, original, updated)
 
 
 def _read(node: cst.CSTNode, visitor: cst.CSTVisitor, table: _Table) -> None:

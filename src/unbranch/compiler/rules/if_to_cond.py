@@ -230,11 +230,10 @@ class IfToCond(Pass):
         """
         branch = block_effects(body + orelse, self.ctx.mutating_helpers)
         viewed = [n for n in outputs if n in branch.aliased]
-        one_sided = [
-            n
-            for n in outputs
-            if n in before and (n in block_effects(body).rebound) != (n in block_effects(orelse).rebound)
-        ]
+        one_sided = [n for n in outputs if n in before]
+        if one_sided:  # rebound on one side only
+            then_side, else_side = block_effects(body).rebound, block_effects(orelse).rebound
+            one_sided = [n for n in one_sided if (n in then_side) != (n in else_side)]
         one_sided = [
             n for n in one_sided if n in self.fn_effects.mutated and (n in self.params or n in self.fn_effects.aliased)
         ]
