@@ -70,13 +70,21 @@ class _Table(dict):
     def __missing__(self, node_type: type) -> tuple:
         kind, name = self.visitor_type, node_type.__name__
         if self.by_name:
-            hooks = getattr(kind, f"visit_{name}", None), getattr(kind, f"leave_{name}", None)
+            hooks = _own(kind, f"visit_{name}"), _own(kind, f"leave_{name}")
         else:
             hooks = kind.on_visit, kind.on_leave
         self[node_type] = entry = (*hooks, child_fields(node_type))
         return entry
 
 
+def _own(kind: type, name: str):
+    """The hook ``name`` of ``kind``, None where it is libcst's typed no-op stub (every node type
+    has one on ``CSTVisitor`` and ``CSTTransformer``: calling them was a third of a read walk)."""
+    hook = getattr(kind, name, None)
+    return None if hook is None or hook is getattr(_STUBS[issubclass(kind, cst.CSTTransformer)], name, None) else hook
+
+
+_STUBS = {False: cst.CSTVisitor, True: cst.CSTTransformer}
 _TABLES: dict[type, _Table] = {}
 _NAMED: dict[type, _Table] = {}
 
