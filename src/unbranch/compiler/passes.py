@@ -133,6 +133,10 @@ class Pass(OwnScope, Inheriting):
     def visit_SimpleStatementLine(self, node) -> bool:
         return self.expressions()
 
+    def enters(self, node_type: type) -> bool:
+        """A statement pass is never shown a condition, a header or whitespace (``transform``)."""
+        return is_a(node_type, _STRUCTURE) or self.expressions()
+
     def on_visit(self, node) -> bool:
         if not is_a(type(node), _STRUCTURE) and not self.expressions():
             return False  # a statement pass: conditions, headers and whitespace are never entered
@@ -200,6 +204,9 @@ class _Generated(Inheriting):
 
     def on_visit(self, node) -> bool:
         return is_a(type(node), _STRUCTURE) and super().on_visit(node)  # functions are statements
+
+    def enters(self, node_type: type) -> bool:
+        return is_a(node_type, _STRUCTURE)
 
     def visit_FunctionDef(self, node) -> bool:
         # one below another: the pass applied to the outer one reaches the inner one itself

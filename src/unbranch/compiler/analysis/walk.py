@@ -119,7 +119,19 @@ def _read(node: cst.CSTNode, visitor: cst.CSTVisitor, table: _Table) -> None:
 
 
 def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
-    """``node.visit(transformer)``, rebuilding only the nodes under which something changed."""
+    """``node.visit(transformer)``, rebuilding only the nodes under which something changed.
+
+    A transformer with ``enters(node_type)`` is never shown a child for which it says False
+    (neither ``on_visit`` nor ``on_leave``): a pass that would neither enter nor change it.
+    """
+    return _transform(node, transformer, getattr(transformer, "enters", _everything))
+
+
+def _everything(node_type: type) -> bool:
+    return True
+
+
+def _transform(node: cst.CSTNode, transformer: cst.CSTTransformer, enters):
     if transformer.on_visit(node):
         changes = {}
         for field, how in _children(type(node)):
@@ -127,9 +139,11 @@ def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
             if value is None or value is cst.MaybeSentinel.DEFAULT:
                 continue  # an optional field with nothing to visit
             if how in _SEQUENCES and isinstance(value, (tuple, list)):
-                new = _sequence(value, transformer, body=how == "body_sequence")
+                new = _sequence(value, transformer, how == "body_sequence", enters)
+            elif enters(type(value)):
+                new = _single(value, transformer, how, enters)
             else:
-                new = _single(value, transformer, how)
+                continue
             if new is not value:
                 changes[field] = new
         updated = node.with_changes(**changes) if changes else node
@@ -138,8 +152,8 @@ def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
     return transformer.on_leave(node, updated)
 
 
-def _single(value, transformer, how: str):
-    new = transform(value, transformer)
+def _single(value, transformer, how: str, enters):
+    new = _transform(value, transformer, enters)
     if new is value:
         return new
     if isinstance(new, cst.FlattenSentinel) or (
@@ -151,13 +165,13 @@ def _single(value, transformer, how: str):
     return new
 
 
-def _sequence(children, transformer, body: bool):
+def _sequence(children, transformer, body: bool, enters):
     """The children visited, removed ones dropped, flattened ones spliced in; in a body, a
     statement line emptied by a removal is dropped too (as libcst does). The same sequence
     object when every child came back as itself."""
     out, changed = [], False
     for child in children:
-        new = transform(child, transformer)
+        new = _transform(child, transformer, enters) if enters(type(child)) else child
         if new is child:
             out.append(child)
             continue
