@@ -27,7 +27,7 @@ import libcst as cst
 from .analysis.classify import STATIC, TENSOR, UNKNOWN
 from .analysis.liveness import analyse_function
 from .analysis.names import OwnScope, expr_reads
-from .analysis.walk import is_a, transform
+from .analysis.walk import STRUCTURE, is_a, transform
 from .origins import Inheriting
 
 
@@ -135,10 +135,10 @@ class Pass(OwnScope, Inheriting):
 
     def enters(self, node_type: type) -> bool:
         """A statement pass is never shown a condition, a header or whitespace (``transform``)."""
-        return is_a(node_type, _STRUCTURE) or self.expressions()
+        return is_a(node_type, STRUCTURE) or self.expressions()
 
     def on_visit(self, node) -> bool:
-        if not is_a(type(node), _STRUCTURE) and not self.expressions():
+        if not is_a(type(node), STRUCTURE) and not self.expressions():
             return False  # a statement pass: conditions, headers and whitespace are never entered
         line = self.ctx.origins.line(node) if is_a(type(node), _STATEMENTS) else None
         if line is not None:
@@ -174,17 +174,6 @@ class Pass(OwnScope, Inheriting):
 
 
 _STATEMENTS = (cst.BaseStatement, cst.BaseSmallStatement)
-# what a statement pass walks through: statements and the blocks holding them
-_STRUCTURE = (
-    cst.BaseStatement,
-    cst.BaseSmallStatement,
-    cst.BaseSuite,
-    cst.Else,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Finally,
-    cst.MatchCase,
-)
 
 
 def condition_of(node) -> cst.BaseExpression | None:
@@ -203,10 +192,10 @@ class _Generated(Inheriting):
         self.step, self.ctx, self.root = step, ctx, root
 
     def on_visit(self, node) -> bool:
-        return is_a(type(node), _STRUCTURE) and super().on_visit(node)  # functions are statements
+        return is_a(type(node), STRUCTURE) and super().on_visit(node)  # functions are statements
 
     def enters(self, node_type: type) -> bool:
-        return is_a(node_type, _STRUCTURE)
+        return is_a(node_type, STRUCTURE)
 
     def visit_FunctionDef(self, node) -> bool:
         # one below another: the pass applied to the outer one reaches the inner one itself

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .analysis.walk import child_fields, is_a
+from .analysis.walk import STRUCTURE, child_fields, is_a
 
 
 @dataclass(frozen=True)
@@ -46,18 +46,6 @@ def code(out: cst.Module, original: cst.Module, fn_ast: ast.FunctionDef, text: s
     if spans is None:
         return out.code
     return out.with_changes(body=[spans.swap(node) for node in out.body]).code
-
-
-# the nodes whose children may be statements (a simple statement line holds small ones only)
-_STATEMENT_HOLDERS = (
-    cst.BaseCompoundStatement,
-    cst.BaseSuite,
-    cst.Else,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Finally,
-    cst.MatchCase,
-)
 
 
 class _Mismatch(Exception):
@@ -92,7 +80,7 @@ class _Spans:
         if found is not None and found[0] is node:
             _, first, last, indent = found
             return _Verbatim(node, self.text[self.offsets[first - 1] : self.offsets[last]], indent)
-        if not is_a(type(node), _STATEMENT_HOLDERS):
+        if not is_a(type(node), STRUCTURE):
             return node
         changes = {}
         for name, many in child_fields(type(node)):

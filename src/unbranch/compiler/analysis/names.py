@@ -10,7 +10,7 @@ import functools
 
 import libcst as cst
 
-from .walk import is_a, read
+from .walk import STRUCTURE, is_a, read
 
 
 class OwnScope:
@@ -215,19 +215,8 @@ def def_free_reads(node: cst.FunctionDef | cst.ClassDef) -> set[str]:
 
 
 _NESTED = (cst.SimpleStatementLine, cst.BaseCompoundStatement)  # statements whose names are memoised
-# what a block walk enters: statements and the clauses holding their blocks; the expressions in
-# them are read by the hooks of the statement holding them
-_STRUCTURE = (
-    cst.BaseStatement,
-    cst.BaseSmallStatement,
-    cst.BaseSuite,
-    cst.Else,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Finally,
-    cst.MatchCase,
-    cst.WithItem,
-)
+# what a block walk enters; the expressions in them are read by the hooks of the statement holding them
+_ENTERED = (*STRUCTURE, cst.WithItem)
 
 
 class _BlockNames(cst.CSTVisitor):
@@ -248,7 +237,7 @@ class _BlockNames(cst.CSTVisitor):
             self.writes |= writes
             self.declared |= declared
             return False
-        return is_a(type(node), _STRUCTURE) and super().on_visit(node)
+        return is_a(type(node), _ENTERED) and super().on_visit(node)
 
     def visit_Global(self, node) -> bool:
         self.declared.update(n.name.value for n in node.names)

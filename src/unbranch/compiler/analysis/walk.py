@@ -39,6 +39,19 @@ def child_fields(node_type: type) -> tuple[tuple[str, bool], ...]:
 
 _SEQUENCES = ("sequence", "body_sequence")
 
+# statements and the clauses holding their blocks: what a walk over the statements of a
+# function enters (conditions, headers and whitespace are read or replaced whole)
+STRUCTURE = (
+    cst.BaseStatement,
+    cst.BaseSmallStatement,
+    cst.BaseSuite,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
+
 
 @functools.cache
 def is_a(node_type: type, classes: tuple[type, ...]) -> bool:
