@@ -138,8 +138,8 @@ class Pass(OwnScope, Inheriting):
         return is_a(node_type, STRUCTURE) or self.expressions()
 
     def on_visit(self, node) -> bool:
-        if not is_a(type(node), STRUCTURE) and not self.expressions():
-            return False  # a statement pass: conditions, headers and whitespace are never entered
+        if not self.enters(type(node)):
+            return False  # (a caller walking with libcst's own visit)
         line = self.ctx.origins.line(node) if is_a(type(node), _STATEMENTS) else None
         if line is not None:
             self._where.append(line)
@@ -192,7 +192,7 @@ class _Generated(Inheriting):
         self.step, self.ctx, self.root = step, ctx, root
 
     def on_visit(self, node) -> bool:
-        return is_a(type(node), STRUCTURE) and super().on_visit(node)  # functions are statements
+        return self.enters(type(node)) and super().on_visit(node)  # functions are statements
 
     def enters(self, node_type: type) -> bool:
         return is_a(node_type, STRUCTURE)

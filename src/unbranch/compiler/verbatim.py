@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .analysis.walk import STRUCTURE, child_fields, is_a
+from .analysis.walk import STRUCTURE, is_a, transform
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,33 @@ def code(out: cst.Module, original: cst.Module, fn_ast: ast.FunctionDef, text: s
     spans = _Spans.of(original, fn_ast, text)
     if spans is None:
         return out.code
-    return out.with_changes(body=[spans.swap(node) for node in out.body]).code
+    return transform(out, _Copied(spans)).code
+
+
+class _Copied(cst.CSTTransformer):
+    """The output tree with each statement of the source it holds replaced by its text."""
+
+    def __init__(self, spans: _Spans) -> None:
+        super().__init__()
+        self.spans = spans
+
+    def enters(self, node_type: type) -> bool:
+        return is_a(node_type, STRUCTURE)  # (statements are found in statements and blocks only)
+
+    def on_visit(self, node) -> bool:
+        return self._found(node) is None
+
+    def on_leave(self, original, updated):
+        found = self._found(original)
+        if found is None:
+            return updated
+        _, first, last, indent = found
+        spans = self.spans
+        return _Verbatim(original, spans.text[spans.offsets[first - 1] : spans.offsets[last]], indent)
+
+    def _found(self, node):
+        found = self.spans.found.get(id(node))
+        return found if found is not None and found[0] is node else None
 
 
 class _Mismatch(Exception):
@@ -73,27 +99,6 @@ class _Spans:
         except _Mismatch:
             return None
         return spans
-
-    def swap(self, node):
-        """``node`` with each statement of the source it holds replaced by its text."""
-        found = self.found.get(id(node))
-        if found is not None and found[0] is node:
-            _, first, last, indent = found
-            return _Verbatim(node, self.text[self.offsets[first - 1] : self.offsets[last]], indent)
-        if not is_a(type(node), STRUCTURE):
-            return node
-        changes = {}
-        for name, many in child_fields(type(node)):
-            value = getattr(node, name)
-            if many and isinstance(value, (tuple, list)):
-                new = tuple(self.swap(child) for child in value)
-                if any(a is not b for a, b in zip(new, value)):
-                    changes[name] = new
-            elif isinstance(value, cst.CSTNode):
-                new = self.swap(value)
-                if new is not value:
-                    changes[name] = new
-        return node.with_changes(**changes) if changes else node
 
     def _indent(self, outer: str, block) -> str:
         return outer + (self.module.default_indent if block.indent is None else block.indent)

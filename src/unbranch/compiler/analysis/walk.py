@@ -62,8 +62,7 @@ def is_a(node_type: type, classes: tuple[type, ...]) -> bool:
 
 def read(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a visitor that only reads, without rebuilding the tree."""
-    kind = type(visitor)
-    _read(node, visitor, _TABLES.get(kind) or _TABLES.setdefault(kind, _Table(kind)))
+    _read(node, visitor, _TABLES[type(visitor)])
 
 
 class _Table(dict):
@@ -98,8 +97,22 @@ def _own(kind: type, name: str):
 
 
 _STUBS = {False: cst.CSTVisitor, True: cst.CSTTransformer}
-_TABLES: dict[type, _Table] = {}
-_NAMED: dict[type, _Table] = {}
+
+
+class _Tables(dict):
+    """visitor class -> its ``_Table``, made when first asked for."""
+
+    def __init__(self, by_name: bool | None) -> None:
+        super().__init__()
+        self.by_name = by_name
+
+    def __missing__(self, kind: type) -> _Table:
+        self[kind] = table = _Table(kind, self.by_name)
+        return table
+
+
+_TABLES = _Tables(by_name=None)  # read: libcst's dispatch unless the class replaced it
+_NAMED = _Tables(by_name=True)  # Dispatching: always by name
 
 
 class Dispatching(cst.CSTTransformer):
@@ -107,13 +120,11 @@ class Dispatching(cst.CSTTransformer):
     type: libcst formats the name and looks it up at every node a transformer passes."""
 
     def on_visit(self, node) -> bool:
-        kind = type(self)
-        visit = (_NAMED.get(kind) or _NAMED.setdefault(kind, _Table(kind, by_name=True)))[type(node)][0]
+        visit = _NAMED[type(self)][type(node)][0]
         return visit is None or visit(self, node) is not False
 
     def on_leave(self, original, updated):
-        kind = type(self)
-        leave = (_NAMED.get(kind) or _NAMED.setdefault(kind, _Table(kind, by_name=True)))[type(original)][1]
+        leave = _NAMED[type(self)][type(original)][1]
         return updated if leave is None else leave(self, original, updated)
 
 
