@@ -6,6 +6,7 @@ import textwrap
 import libcst as cst
 import pytest
 
+from unbranch.compiler import callees
 from unbranch.compiler.analysis import liveness
 from unbranch.compiler.analysis.effects import block_effects, closures, mutated_parameters
 from unbranch.compiler.origins import Origins
@@ -59,6 +60,28 @@ def test_helpers_followed_by_summary():
     effects = block_effects(body("fill_(tokens, 0)\nself.fix(h)"), {"fill_": (0,), "self.fix": (0,)})
     assert effects.mutated == {"tokens", "h"}
     assert effects.calls == {"fill_"}
+
+
+@pytest.mark.parametrize(
+    "code, changed",
+    [
+        ("def f(x):\n    x[0] = 1", (0,)),
+        ("def f(x, y):\n    torch.add(x, 1, out=y)", (1,)),
+        ("def f(x):\n    v = torch.narrow(x, 0, 0, 1)\n    v.zero_()", (0,)),  # a view through torch.*
+        ("def f(x):\n    a = b = x.view(-1)\n    if (c := b) is not None:\n        c[0] = 1", (0,)),
+        ("def f(x):\n    for row in x:\n        row += 1", (0,)),
+        ("def f(x):\n    del x[0]", (0,)),
+        ("def f(x):\n    x.data = x * 2", (0,)),
+        ("def f(x, ids):\n    fill_(ids, x)", (1,)),  # through a helper's summary
+        ("def f(x):\n    out = torch.zeros_like(x)\n    out[0] = 1\n    n = 0\n    n += 1", ()),
+        ("def f(x):\n    y = x.clone()\n    y.add_(1)\n    x.sum().item()", ()),
+    ],
+)
+def test_helper_screen_holds_what_the_effects_analysis_finds(code, changed):
+    """The ``ast`` screen that spares libcst most helpers: never ``False`` where the analysis finds a change."""
+    helpers = {"fill_": (0,)}
+    assert mutated_parameters(body(code)[0], helpers) == changed
+    assert callees._may_change_parameters(ast.parse(code).body[0], helpers) == bool(changed)
 
 
 def test_closures():

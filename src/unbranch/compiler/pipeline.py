@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
 import re
 from dataclasses import dataclass, field
 
@@ -111,10 +112,21 @@ def _steps(options: Options, skip: tuple) -> tuple:
 
 
 def compile_source(info: SourceInfo, options: Options, global_names=(), mutating_helpers=None) -> Compiled:
+    """The compiled function, with the cyclic garbage collector paused meanwhile.
+
+    libcst's parse and the passes make hundreds of thousands of short-lived nodes without
+    cycles (reference counting frees them), and every young-generation collection they trigger
+    scans again each node still alive: 3% of a rewritten method's time over transformers'
+    forwards. Paused, the survivors are scanned once, by the first collection after it.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         return _compile(info, options, global_names, mutating_helpers)
     finally:
         forget()  # the analyses' memos hold this function's nodes
+        if enabled:
+            gc.enable()
 
 
 def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpers=None, skip: tuple = ()) -> Compiled:

@@ -370,9 +370,23 @@ class Classifier:
         self.tensor_names: set[str] = set()
         self.shape_names: set[str] = set()
         self.params: set[str] = set()
-        self.tensor_attributes: frozenset = frozenset()  # ``self.<name>`` known to hold tensors (discovery)
+        self._tensor_attributes: frozenset = frozenset()
         self.literal_flags: set[str] = set()  # bool/int flags set under a tensor condition (_literal_flags)
         self._memo: dict[str, str] = {}
+        # id -> (ast expression, its kind), once the names are known: the passes ask again and again
+        # about the same conditions (is it a candidate, what to note, how to refuse)
+        self._kinds: dict[int, tuple] | None = None
+
+    @property
+    def tensor_attributes(self) -> frozenset:
+        """``self.<name>`` known to hold tensors (discovery)."""
+        return self._tensor_attributes
+
+    @tensor_attributes.setter
+    def tensor_attributes(self, names: frozenset) -> None:
+        self._tensor_attributes = names
+        if self._kinds is not None:
+            self._kinds = {}
 
     @classmethod
     def for_function(
@@ -401,6 +415,7 @@ class Classifier:
                 if defaults[p.arg].value is not None:
                     c.static_names.add(p.arg)  # a literal default: a flag, a size, a mode string
         c._infer_assigned(fn)
+        c._kinds = {}
         return c
 
     def _infer_assigned(self, fn: ast.FunctionDef) -> None:
@@ -486,6 +501,14 @@ class Classifier:
             if text not in self._memo:
                 self._memo[text] = self.kind(ast.parse(f"(\n{text}\n)", mode="eval").body)
             return self._memo[text]
+        if self._kinds is None:  # (still learning the names: a kind may change)
+            return self._kind(e)
+        found = self._kinds.get(id(e))
+        if found is None or found[0] is not e:
+            found = self._kinds[id(e)] = (e, self._kind(e))
+        return found[1]
+
+    def _kind(self, e) -> str:
         if isinstance(e, ast.Constant):
             return STATIC
         if isinstance(e, ast.Name):
