@@ -6,9 +6,9 @@ name (module functions in the function's globals, methods of its class through `
 summarised as the positions of the arguments they change, memoised per code object.
 
 Most helpers change only what they made themselves (``out[i] = v`` into a fresh tensor,
-``n += 1``): before libcst parses one, a walk of its ``ast`` over-approximates what the effects
-analysis can find (every name a change in place may reach, aliases followed through any name
-a value reads) and answers ``()`` when no parameter is among them.
+``n += 1``): before libcst parses one, a walk of its ``ast`` follows each parameter through
+every binding that may alias it (the effects analysis's view rules) and answers ``()`` when no
+change in place can reach one: never where the effects analysis would find one.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .analysis.effects import (
     STATEMENT_ONLY_METHODS,
     VIEW_FUNCTIONS,
     VIEW_METHODS,
+    in_place,
     mutated_parameters,
 )
 from .source import get_source
@@ -104,6 +105,7 @@ def _read(fn: types.FunctionType, depth: int) -> tuple[int, ...]:
     return mutated_parameters(node, helpers)
 
 
+_CHANGING = CONTAINER_METHODS | STATEMENT_ONLY_METHODS  # besides in-place methods: they change their receiver
 _LOOPS = (ast.For, ast.AsyncFor, ast.comprehension)
 _BINDINGS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, *_LOOPS)
 
@@ -111,10 +113,10 @@ _BINDINGS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, *_LOOPS)
 def _may_change_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, helpers: Callees) -> bool:
     """Could ``effects.mutated_parameters`` find a positional parameter of ``fn`` changed in place?
 
-    A superset of its answer: a name holds a parameter's object if any binding of it reads a
-    name that does (where the effects analysis asks ``alias_roots`` whether the value may be that
-    object), and a call may change whatever its receiver or first argument reads. ``False`` is
-    therefore certain.
+    A superset of its answer: a name may hold a parameter's object if any binding of it may
+    (``_names``, the effects analysis's ``alias_roots``, for every binding, where the analysis
+    skips some), and a call changing its receiver may also change its first argument, which the
+    analysis decides by the receiver. ``False`` is therefore certain.
     """
     body = [node for stmt in fn.body for node in ast.walk(stmt)]  # (as the analysis: not the decorators)
     bindings = []
@@ -149,8 +151,7 @@ def _call_changes(call: ast.Call, helpers: Callees, holding: set[str]) -> set[st
     positional = [a for a in call.args if not isinstance(a, ast.Starred)]
     out = set()
     if isinstance(f, ast.Attribute):
-        method = f.attr
-        if (method.endswith("_") and not method.endswith("__")) or method in CONTAINER_METHODS | STATEMENT_ONLY_METHODS:
+        if in_place(f.attr) or f.attr in _CHANGING:
             out |= _names(f.value) | (_names(positional[0]) if positional else set())
     for kw in call.keywords:
         if kw.arg == "out":
@@ -191,7 +192,7 @@ def _names(expr) -> set[str]:
             root = root.value
         if isinstance(root, ast.Name) and root.id == "torch":
             return _names(expr.args[0]) if f.attr in VIEW_FUNCTIONS and expr.args else set()
-        if f.attr in VIEW_METHODS or (f.attr.endswith("_") and not f.attr.endswith("__")):
+        if f.attr in VIEW_METHODS or in_place(f.attr):
             return _names(f.value)
         return set()
     if isinstance(expr, ast.IfExp):

@@ -111,8 +111,9 @@ def _wanted(fn: types.FunctionType, owner) -> bool:
         if tree is None:
             _WANTED[key] = False
         else:
-            classifier = Classifier.for_function(tree, is_method=is_method(fn), path=fn.__code__.co_filename)
-            classifier.tensor_attributes = attributes
+            classifier = Classifier.for_function(
+                tree, is_method=is_method(fn), path=fn.__code__.co_filename, tensor_attributes=attributes
+            )
             _WANTED[key] = classifier.on_data(tree)
     return _WANTED[key]
 

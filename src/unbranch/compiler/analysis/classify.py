@@ -370,23 +370,12 @@ class Classifier:
         self.tensor_names: set[str] = set()
         self.shape_names: set[str] = set()
         self.params: set[str] = set()
-        self._tensor_attributes: frozenset = frozenset()
+        self.tensor_attributes: frozenset = frozenset()  # ``self.<name>`` known to hold tensors (discovery)
         self.literal_flags: set[str] = set()  # bool/int flags set under a tensor condition (_literal_flags)
         self._memo: dict[str, str] = {}
         # id -> (ast expression, its kind), once the names are known: the passes ask again and again
         # about the same conditions (is it a candidate, what to note, how to refuse)
         self._kinds: dict[int, tuple] | None = None
-
-    @property
-    def tensor_attributes(self) -> frozenset:
-        """``self.<name>`` known to hold tensors (discovery)."""
-        return self._tensor_attributes
-
-    @tensor_attributes.setter
-    def tensor_attributes(self, names: frozenset) -> None:
-        self._tensor_attributes = names
-        if self._kinds is not None:
-            self._kinds = {}
 
     @classmethod
     def for_function(
@@ -396,9 +385,11 @@ class Classifier:
         path: str | None = None,
         hints: Hints | None = None,
         annotations: bool = True,
+        tensor_attributes: frozenset = frozenset(),
     ) -> Classifier:
         """The classifier of ``fn``; ``hints``, or those registered for the file ``path``.
-        ``annotations``: trust ``n: int`` to hold no tensor."""
+        ``annotations``: trust ``n: int`` to hold no tensor. ``tensor_attributes``: ``self.<name>``
+        known to hold tensors, for its conditions (the names are inferred without them)."""
         a = fn.args
         params = [p for p in (*a.posonlyargs, *a.args, a.vararg, *a.kwonlyargs, a.kwarg) if p is not None]
         c = cls(params[0].arg if params and is_method else None, hints if hints is not None else hints_for(path))
@@ -415,7 +406,8 @@ class Classifier:
                 if defaults[p.arg].value is not None:
                     c.static_names.add(p.arg)  # a literal default: a flag, a size, a mode string
         c._infer_assigned(fn)
-        c._kinds = {}
+        c.tensor_attributes = tensor_attributes
+        c._kinds = {}  # the names are known: a kind no longer changes
         return c
 
     def _infer_assigned(self, fn: ast.FunctionDef) -> None:

@@ -42,6 +42,13 @@ FUNCTION_NAMESPACES = frozenset({"torch", "F", "nn", "functional", "init"})
 CONTAINER_METHODS = frozenset("append extend insert remove clear update setdefault popitem reverse discard pop".split())
 # list methods a tensor has too, without changing it (``v, i = x.sort()``): a mutation only as a statement
 STATEMENT_ONLY_METHODS = frozenset({"sort"})
+
+
+def in_place(method: str) -> bool:
+    """Is ``method`` torch's in-place form (``add_``, ``masked_fill_``; not a dunder)?"""
+    return method.endswith("_") and not method.endswith("__")
+
+
 # values written out whose type makes ``x += v`` bind a new object (never a change in place)
 _IMMUTABLE_DISPLAYS = (cst.Tuple, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.Integer, cst.Float)
 
@@ -84,7 +91,7 @@ def alias_roots(expr) -> set[str]:
             method = f.attr.value
             if _root(f) == "torch":
                 return alias_roots(expr.args[0].value) if method in VIEW_FUNCTIONS and expr.args else set()
-            if method in VIEW_METHODS or (method.endswith("_") and not method.endswith("__")):
+            if method in VIEW_METHODS or in_place(method):
                 return alias_roots(f.value)
         return set()
     if isinstance(expr, cst.IfExp):
@@ -206,7 +213,7 @@ class _Sites(cst.CSTVisitor):
             self.calls.add(f.value)
         receiver = f.value if isinstance(f, cst.Attribute) else None
         method = f.attr.value if isinstance(f, cst.Attribute) else None
-        if method is not None and method.endswith("_") and not method.endswith("__"):
+        if method is not None and in_place(method):
             if _root(receiver) in FUNCTION_NAMESPACES:
                 self._mutate_arg(node, 0, "an in-place torch function on an attribute")
             else:

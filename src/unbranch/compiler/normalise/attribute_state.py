@@ -24,6 +24,7 @@ import ast
 import libcst as cst
 
 from ..analysis.classify import STATIC
+from ..analysis.effects import in_place
 from ..analysis.names import reads_of
 from ..analysis.walk import read, transform
 from ..passes import IF, LOOP, Kind, Pass, Rewrite, Unchanged
@@ -114,7 +115,7 @@ class _Attributes(cst.CSTVisitor):
 
     def visit_Call(self, node):
         f = node.func
-        if isinstance(f, cst.Attribute) and f.attr.value.endswith("_") and not f.attr.value.endswith("__"):
+        if isinstance(f, cst.Attribute) and in_place(f.attr.value):
             self._set(f.value, False)
 
     def visit_Del(self, node):

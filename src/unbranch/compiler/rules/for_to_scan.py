@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..analysis.classify import as_ast, unbound
-from ..analysis.effects import block_effects
+from ..analysis.effects import block_effects, in_place
 from ..analysis.liveness import surroundings
 from ..analysis.names import OwnScope, block_writes, expr_reads
 from ..analysis.walk import read, transform
@@ -216,7 +216,7 @@ class _RowsChanged(cst.CSTVisitor):
 
     def visit_Call(self, node):
         f = node.func
-        if isinstance(f, cst.Attribute) and f.attr.value.endswith("_") and not f.attr.value.endswith("__"):
+        if isinstance(f, cst.Attribute) and in_place(f.attr.value):
             self.found |= self._indexed(f.value) or _root_name(f.value) in self.rows
 
 
