@@ -6,8 +6,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from unbranch.compiler import callees
 from unbranch.compiler.analysis import liveness
+from unbranch.compiler.analysis.changes import Changes
 from unbranch.compiler.analysis.effects import block_effects, closures, mutated_parameters
 from unbranch.compiler.origins import Origins
 
@@ -32,6 +32,7 @@ def body(code: str) -> list:
         ("y = torch.transpose(x, 0, 1)\ny[0] = 1", {"y", "x"}),
         ("for row in x:\n    row.relu_()", {"row", "x"}),
         ("y = x + 1", set()),
+        ("v = x[0] if c else None\nv.add_(1)", {"v", "x"}),  # None is no object a change can reach
         ("def g():\n    x.add_(1)", {"x"}),  # a nested function may run in the block
     ],
 )
@@ -77,11 +78,19 @@ def test_helpers_followed_by_summary():
         ("def f(x):\n    y = x.clone()\n    y.add_(1)\n    x.sum().item()", ()),
     ],
 )
-def test_helper_screen_holds_what_the_effects_analysis_finds(code, changed):
-    """The ``ast`` screen that spares libcst most helpers: never ``False`` where the analysis finds a change."""
+def test_change_screen_holds_what_the_effects_analysis_finds(code, changed):
+    """The ``ast`` screen (``analysis.changes``) that spares libcst most helpers and IfToCond most
+    whole-function effects: never ``False`` where the analysis finds a change, for any name."""
     helpers = {"fill_": (0,)}
-    assert mutated_parameters(body(code)[0], helpers) == changed
-    assert callees._may_change_parameters(ast.parse(code).body[0], helpers) == bool(changed)
+    fn = body(code)[0]
+    assert mutated_parameters(fn, helpers) == changed
+    tree = ast.parse(code).body[0]
+    screen = Changes(tree)
+    params = [a.arg for a in tree.args.args]
+    assert screen.may_change(params, helpers) == bool(changed)
+    mutated = block_effects(fn.body.body, helpers).mutated
+    for name in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}:
+        assert screen.may_change([name], helpers) or name not in mutated
 
 
 def test_closures():

@@ -260,6 +260,40 @@ def test_effects_a_branch_function_would_lose_are_refused(model, reason):
         assert "test_effects.py" in str(info.value)
 
 
+class ViewedButNothingChangesLater(torch.nn.Module):
+    """``y`` may be a view of ``x`` after the if, but what changes in place later is a fresh
+    buffer. It is first bound to None, as the branch binds ``scale``: None was once taken for an
+    object both could share, and the if was left as Python."""
+
+    def forward(self, x):
+        y = x + 1
+        y.mul_(2.0)  # a fresh tensor changed before the if: only what changes after it matters
+        if x.sum() > 0:
+            scale = None
+            y = x.view_as(x) if scale is None else x * scale
+        buf = None
+        buf = torch.zeros_like(x)
+        buf[0] = 1.0
+        return y * 2 + buf
+
+
+class RebindsOnOneSideThenChangesAFreshTensor(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            x = x * 2
+        y = x + 1
+        y.add_(1)  # reaches no tensor the caller holds, whichever branch ran
+        return y
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize(
+    "model", [ViewedButNothingChangesLater, RebindsOnOneSideThenChangesAFreshTensor], ids=lambda m: m.__name__
+)
+def test_outputs_whose_identity_nothing_later_can_observe_are_converted(model, strict):
+    run_three_ways(model(), (torch.randn(4, 3),), SIGNED, strict, [model.forward], conds=1)
+
+
 def walrus_check(x, flag: bool):
     if flag and (m := x.abs().max()) > 1:
         raise ValueError(f"too large: {m}")

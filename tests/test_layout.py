@@ -101,7 +101,7 @@ PARTS = [
 # plumbing passes share, then the lowering helpers, the canonical forms, the rules, and the
 # pipeline that lists them
 COMPILER = [
-    ("analysis", "source"),
+    ("analysis", "source", "parse"),
     ("origins",),
     ("passes", "context", "emit", "verbatim", "callees"),
     ("lower",),

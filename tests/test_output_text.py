@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ast
 import textwrap
+import threading
 
 import libcst as cst
 import pytest
 import torch
 
-from unbranch.compiler import verbatim
+from unbranch.compiler import parse, verbatim
 from unbranch.compiler.pipeline import Options, compile_source
 from unbranch.compiler.source import SourceInfo
 
@@ -149,3 +150,43 @@ def test_the_output_runs_like_the_source():
     exec(out.text.replace("_ub.", "__import__('unbranch').runtime."), scope)
     for x in (torch.ones(3), -torch.ones(3)):
         assert torch.equal(scope["f"](None, x), (x * 2) if (x > 0).all() else (x * 2 - 1))
+
+
+@pytest.mark.parametrize("source", [LAYOUT, EARLY_RETURN, TABS, NO_NEWLINE_AT_END, MATCH])
+def test_the_unchecked_parse_is_libcsts_tree(source):
+    text = textwrap.dedent(source).lstrip("\n")
+    tree = parse.parse_module(text)
+    assert tree.deep_equals(cst.parse_module(text))
+    assert tree.code == text
+
+
+def test_the_parse_leaves_libcsts_checks_in_place():
+    with pytest.raises(cst.ParserSyntaxError):
+        parse.parse_module("def f(:\n")
+    for make in (lambda: cst.Name(""), lambda: cst.Integer("x")):  # after a parse, a failed one too
+        with pytest.raises(cst.CSTValidationError):
+            make()
+
+
+def test_nodes_other_threads_build_meanwhile_are_checked():
+    text = textwrap.dedent(LAYOUT).lstrip("\n") * 20
+    done = threading.Event()
+    unchecked = []
+
+    def build():
+        while not done.is_set():
+            try:
+                cst.Name("")
+            except cst.CSTValidationError:
+                continue
+            unchecked.append(1)
+
+    other = threading.Thread(target=build)
+    other.start()
+    try:
+        for _ in range(20):
+            parse.parse_module(text)
+    finally:
+        done.set()
+        other.join()
+    assert not unchecked

@@ -18,16 +18,9 @@ import inspect
 import re
 import types
 
-import libcst as cst
-
-from .analysis.effects import (
-    CONTAINER_METHODS,
-    STATEMENT_ONLY_METHODS,
-    VIEW_FUNCTIONS,
-    VIEW_METHODS,
-    in_place,
-    mutated_parameters,
-)
+from .analysis.changes import Changes
+from .analysis.effects import mutated_parameters
+from .parse import parse_module
 from .source import get_source
 
 # text that could change something in place; a helper without any is not parsed
@@ -97,106 +90,11 @@ def _read(fn: types.FunctionType, depth: int) -> tuple[int, ...]:
         if not _SCREEN.search(text):
             return ()
         tree = ast.parse(text).body[0]
-        if not isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)) or not _may_change_parameters(tree, helpers):
+        if not isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return ()
-        node = cst.parse_module(text).body[0]
+        if not Changes(tree).may_change([a.arg for a in (*tree.args.posonlyargs, *tree.args.args)], helpers):
+            return ()  # no positional parameter's object can change in place
+        node = parse_module(text).body[0]
     except Exception:  # no source (builtins, C, exec'd code) or not parseable: nothing known
         return ()
     return mutated_parameters(node, helpers)
-
-
-_CHANGING = CONTAINER_METHODS | STATEMENT_ONLY_METHODS  # besides in-place methods: they change their receiver
-_LOOPS = (ast.For, ast.AsyncFor, ast.comprehension)
-_BINDINGS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, *_LOOPS)
-
-
-def _may_change_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, helpers: Callees) -> bool:
-    """Could ``effects.mutated_parameters`` find a positional parameter of ``fn`` changed in place?
-
-    A superset of its answer: a name may hold a parameter's object if any binding of it may
-    (``_names``, the effects analysis's ``alias_roots``, for every binding, where the analysis
-    skips some), and a call changing its receiver may also change its first argument, which the
-    analysis decides by the receiver. ``False`` is therefore certain.
-    """
-    body = [node for stmt in fn.body for node in ast.walk(stmt)]  # (as the analysis: not the decorators)
-    bindings = []
-    for node in body:
-        if isinstance(node, _BINDINGS):
-            value = node.iter if isinstance(node, _LOOPS) else node.value
-            reads = _names(value) if value is not None else set()
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                bindings += [(n.id, reads) for n in ast.walk(target) if isinstance(n, ast.Name)]
-    holding = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args)}  # names that may hold a parameter's object
-    grown = None
-    while grown != holding:
-        grown, holding = holding, holding | {name for name, reads in bindings if reads & holding}
-    for node in body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            changed = set().union(*(_stored_roots(t) for t in targets))
-            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                changed.add(node.target.id)
-        elif isinstance(node, ast.Call):
-            changed = _call_changes(node, helpers, holding)
-        else:
-            continue
-        if changed & holding:
-            return True
-    return False
-
-
-def _call_changes(call: ast.Call, helpers: Callees, holding: set[str]) -> set[str]:
-    """Names a call may change in place (a helper is looked up only if it gets one of ``holding``)."""
-    f = call.func
-    positional = [a for a in call.args if not isinstance(a, ast.Starred)]
-    out = set()
-    if isinstance(f, ast.Attribute):
-        if in_place(f.attr) or f.attr in _CHANGING:
-            out |= _names(f.value) | (_names(positional[0]) if positional else set())
-    for kw in call.keywords:
-        if kw.arg == "out":
-            out |= _names(kw.value)
-        elif kw.arg == "inplace" and positional:
-            out |= _names(positional[0])
-    passed = [_names(a) for a in positional]
-    callee = f.id if isinstance(f, ast.Name) else None
-    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
-        callee = f"{f.value.id}.{f.attr}"
-    if callee is not None and any(names & holding for names in passed):
-        out |= set().union(*(passed[p] for p in helpers.get(callee, ()) if p < len(passed)))
-    return out
-
-
-def _stored_roots(target) -> set[str]:
-    """The names whose objects an assignment or ``del`` target changes (``x`` of ``x[i].a = v``)."""
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return set().union(*(_stored_roots(t) for t in target.elts))
-    if isinstance(target, ast.Starred):
-        return _stored_roots(target.value)
-    if not isinstance(target, (ast.Subscript, ast.Attribute)):
-        return set()
-    while isinstance(target, (ast.Subscript, ast.Attribute)):
-        target = target.value
-    return {target.id} if isinstance(target, ast.Name) else set()
-
-
-def _names(expr) -> set[str]:
-    """``effects.alias_roots`` on the ``ast``: the names whose object ``expr`` may be (or be a view of)."""
-    if isinstance(expr, ast.Name):
-        return {expr.id}
-    if isinstance(expr, (ast.Subscript, ast.Attribute, ast.Starred, ast.NamedExpr)):
-        return _names(expr.value)
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-        f, root = expr.func, expr.func.value
-        while isinstance(root, (ast.Subscript, ast.Attribute)):
-            root = root.value
-        if isinstance(root, ast.Name) and root.id == "torch":
-            return _names(expr.args[0]) if f.attr in VIEW_FUNCTIONS and expr.args else set()
-        if f.attr in VIEW_METHODS or in_place(f.attr):
-            return _names(f.value)
-        return set()
-    if isinstance(expr, ast.IfExp):
-        return _names(expr.body) | _names(expr.orelse)
-    if isinstance(expr, (ast.Tuple, ast.List)):
-        return set().union(*(_names(e) for e in expr.elts))
-    return set()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..errors import UnbranchError
+from .analysis.changes import Changes
 from .analysis.classify import SHAPE, STATIC, Classifier
 from .analysis.effects import closures
 from .origins import Origins
@@ -67,6 +68,7 @@ class Context:
     self_name: str | None = None
     mutating_helpers: object = field(default_factory=dict)  # callee text -> argument positions it changes (.get)
     function: cst.FunctionDef | None = None  # as parsed, before any pass
+    tree: ast.FunctionDef | None = None  # the source's ``ast``, while the passes' tree is made from it alone
     notes: list = field(default_factory=list)
     origins: Origins = field(default_factory=Origins)
     where: int | None = None  # origin of the statement the running pass is in (for nodes it builds)
@@ -93,6 +95,21 @@ class Context:
     def source_names(self) -> set[str]:
         """Every identifier of the original source: a name outside it is one unbranch made."""
         return taken_names(self.source.text)
+
+    @functools.cached_property
+    def _changes(self) -> Changes | None:
+        return Changes(self.tree) if self.tree is not None else None
+
+    def may_change(self, names) -> bool:
+        """Could the object of one of ``names`` change in place anywhere in the function?
+
+        ``False`` is certain (``analysis.changes``, on the source's ``ast``: the passes move and
+        wrap the user's statements, never add a change in place); ``True`` for a name unbranch
+        made, which that ``ast`` does not hold, and after a ``pre_rewriter`` rebuilt the tree.
+        """
+        if self._changes is None or not self.source_names.issuperset(names):
+            return True
+        return self._changes.may_change(names, self.mutating_helpers)
 
     def is_candidate(self, node: cst.If) -> bool:
         """Should this ``if`` be dispatched at run time (not plainly a Python condition)?"""

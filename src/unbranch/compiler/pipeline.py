@@ -31,6 +31,7 @@ from .normalise.leading_break import LeadingBreak
 from .normalise.lengths import Lengths
 from .normalise.torch_assert import TorchAssert
 from .origins import Origins
+from .parse import parse_module
 from .rules.for_to_scan import ForToScan
 from .rules.if_to_cond import IfToCond
 from .rules.ifexp_to_cond import IfExpToCond
@@ -152,7 +153,7 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
     wanted = classifier.candidates(fn_ast, kinds)
     if not hooked and not wanted:
         return Compiled(info.text, False, [], "_ub")  # nothing to rewrite: libcst never runs
-    module = cst.parse_module(info.text)
+    module = parse_module(info.text)
     fn = module.body[0]
     origins = Origins.parse(fn, fn_ast)
     namer = Namer(taken_names(info.text, global_names))
@@ -170,6 +171,7 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
         shape_conditions=options.shape_conditions,
         self_name=classifier.self_name,
         function=fn,
+        tree=fn_ast if options.pre_rewriter is None else None,
         origins=origins,
         mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
     )

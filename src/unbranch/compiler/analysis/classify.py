@@ -291,7 +291,7 @@ def own_nodes(fn: ast.FunctionDef) -> tuple[ast.AST, ...]:
     while stack:
         node = stack.pop()
         found.append(node)
-        if isinstance(node, _SCOPES):
+        if isinstance(node, SCOPES):
             continue
         children = []  # ast.iter_child_nodes without its generator: 30% faster over transformers' forwards
         for name in node._fields:
@@ -304,7 +304,7 @@ def own_nodes(fn: ast.FunctionDef) -> tuple[ast.AST, ...]:
     return tuple(found)
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def _literal_kind(value: ast.expr) -> str:

@@ -79,10 +79,13 @@ def _through_attribute(expr) -> bool:
     return False
 
 
+_CONSTANTS = frozenset({"None", "True", "False"})  # names to libcst, constants to Python: no object to share
+
+
 def alias_roots(expr) -> set[str]:
     """Names whose object ``expr`` may be (or be a view of): what mutating its value may change."""
     if isinstance(expr, cst.Name):
-        return {expr.value}
+        return set() if expr.value in _CONSTANTS else {expr.value}
     if isinstance(expr, (cst.Subscript, cst.Attribute)):
         return alias_roots(expr.value)
     if isinstance(expr, cst.Call):

@@ -234,11 +234,16 @@ class IfToCond(Pass):
         if one_sided:  # rebound on one side only
             then_side, else_side = block_effects(body).rebound, block_effects(orelse).rebound
             one_sided = [n for n in one_sided if (n in then_side) != (n in else_side)]
-        one_sided = [
-            n for n in one_sided if n in self.fn_effects.mutated and (n in self.params or n in self.fn_effects.aliased)
-        ]
-        if not one_sided and not viewed:
-            return None
+        if one_sided and self.ctx.may_change(one_sided):  # (the whole function's effects: asked only then)
+            one_sided = [
+                n
+                for n in one_sided
+                if n in self.fn_effects.mutated and (n in self.params or n in self.fn_effects.aliased)
+            ]
+        else:
+            one_sided = []
+        if not one_sided and not (viewed and self.ctx.may_change(branch.aliased)):
+            return None  # (nothing the branches bind as a view of another name changes in place)
         earlier, after = surroundings(self.fn, node)
         later = block_effects(after, self.ctx.mutating_helpers).mutated
         changed = later & branch.aliased
