@@ -17,6 +17,8 @@ from .classify import SCOPES, own_nodes
 from .effects import CONTAINER_METHODS, STATEMENT_ONLY_METHODS, VIEW_FUNCTIONS, VIEW_METHODS, in_place
 
 _CHANGING = CONTAINER_METHODS | STATEMENT_ONLY_METHODS  # besides in-place methods: they change their receiver
+_LOOPS = (ast.For, ast.AsyncFor, ast.comprehension)
+_READ = frozenset({ast.Call, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.Delete, *_LOOPS})
 
 
 class Changes:
@@ -30,23 +32,27 @@ class Changes:
         nodes = list(own_nodes(fn))  # (the classifier's walk of it, memoised) and nested scopes whole:
         nodes += [inner for node in nodes if isinstance(node, SCOPES) for inner in ast.walk(node)]  # they may run
         for node in nodes:
-            kind = _KINDS.get(type(node))
-            if kind is None:
-                continue
-            if kind == "call":
+            if type(node) not in _READ:
+                continue  # (most nodes: one lookup)
+            if isinstance(node, ast.Call):
                 self._call(node)
                 continue
-            if kind != "del":
-                self._bind(node, node.iter if kind == "loop" else node.value)
-            if kind != "loop" and kind != "walrus":
-                targets = node.targets if kind in ("assign", "del") else [node.target]
-                self.changed |= set().union(*(_stored_roots(t) for t in targets))
-                if kind == "augmented" and isinstance(node.target, ast.Name):
+            if isinstance(node, _LOOPS):
+                self._bind([node.target], node.iter)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+                self._bind([node.target], node.value)
+            elif isinstance(node, ast.Assign):
+                self._bind(node.targets, node.value)
+            if isinstance(node, (ast.Assign, ast.Delete)):
+                self.changed |= set().union(*(_stored_roots(t) for t in node.targets))
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                self.changed |= _stored_roots(node.target)
+                if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                     self.changed.add(node.target.id)
 
-    def _bind(self, node, value) -> None:
+    def _bind(self, targets, value) -> None:
         reads = _names(value) if value is not None else ()
-        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+        for target in targets:
             for n in ast.walk(target):
                 if isinstance(n, ast.Name):
                     for read in reads:
@@ -89,19 +95,6 @@ class Changes:
                 if any(passed[p] & holding for p in helpers.get(callee, ()) if p < len(passed)):
                     return True
         return False
-
-
-_KINDS = {
-    ast.Assign: "assign",
-    ast.AnnAssign: "annotated",
-    ast.AugAssign: "augmented",
-    ast.NamedExpr: "walrus",
-    ast.For: "loop",
-    ast.AsyncFor: "loop",
-    ast.comprehension: "loop",
-    ast.Delete: "del",
-    ast.Call: "call",
-}
 
 
 def _stored_roots(target) -> set[str]:
