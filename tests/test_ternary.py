@@ -79,7 +79,33 @@ class PythonValued(torch.nn.Module):
         return y * (2.0 if self.scale is None else self.scale) if not self.training else y
 
 
+class Spanning(torch.nn.Module):  # on the third line of its statement, among lines without one
+    def forward(self, x):
+        h = x + 1
+        y = torch.cat(
+            [h, h * 2 if x.sum() > 0 else -h],
+        )
+        return y.sum(0) + h.sum(0)
+
+
+class InLambda(torch.nn.Module):  # on a line holding only a lambda
+    def forward(self, x):
+        f = lambda t: t * 2 if t.sum() > 0 else -t  # noqa: E731
+        return f(x) + 1
+
+
+class CopiedReturn(torch.nn.Module):  # in a return EarlyReturn copied to the other side of an if
+    def forward(self, x):
+        if not self.training:
+            if x.sum() > 10:
+                return x
+        return x * 2 if x.mean() > 0 else -x
+
+
 CASES = [
+    (Spanning, 1, 1),
+    (InLambda, 1, 1),
+    (CopiedReturn, 1, 1),
     (Assigned, 1, 1),
     (Argument, 1, 1),
     (Pair, 1, 1),

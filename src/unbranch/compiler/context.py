@@ -77,8 +77,16 @@ class Context:
 
     @functools.cached_property
     def closures(self) -> list:
-        """The user's nested functions (analysis.effects.closures), asked for only by lost_effect."""
+        """The user's nested functions (analysis.effects.closures)."""
         return closures(self.function) if self.function is not None else []
+
+    def closures_outside(self, node) -> list:
+        """The user's nested functions not defined in ``node``: called there, they see the cells
+        of the enclosing function, which a branch or a loop body as a function does not write."""
+        if not self.closures:
+            return []  # (most functions: no walk of ``node``)
+        inside = {c.name for c in closures(node)}
+        return [c for c in self.closures if c.name not in inside]
 
     def condition_kind(self, node) -> str:
         """What the classifier makes of the condition deciding ``node``'s way (test, or a for's iterable).

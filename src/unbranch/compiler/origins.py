@@ -24,8 +24,8 @@ from .analysis.walk import Dispatching
 
 class Origins:
     def __init__(self) -> None:
-        # id -> (node kept alive, line, the ast statement of the same text or None)
-        self._line: dict[int, tuple[cst.CSTNode, int, ast.AST | None]] = {}
+        # id -> (node kept alive, line, the ast statement of the same text or None, made by the parser)
+        self._line: dict[int, tuple[cst.CSTNode, int, ast.AST | None, bool]] = {}
 
     @classmethod
     def parse(cls, fn: cst.FunctionDef, tree: ast.FunctionDef) -> Origins:
@@ -46,6 +46,12 @@ class Origins:
         found = self._line.get(id(node))
         return found[2] if found is not None and found[0] is node else None
 
+    def as_parsed(self, node) -> ast.AST | None:
+        """``twin(node)`` where ``node`` is the very statement the parser made (no pass rebuilt
+        it): then the ``ast`` statement's text is all of ``node``'s."""
+        found = self._line.get(id(node))
+        return found[2] if found is not None and found[0] is node and found[3] else None
+
     def inherit(self, new, old) -> None:
         """``new`` (a node or a FlattenSentinel of nodes) stands for ``old``, unless it has an origin of its own."""
         if new is old:
@@ -56,7 +62,7 @@ class Origins:
         twin = self.twin(old)
         for node in new.nodes if isinstance(new, cst.FlattenSentinel) else (new,):
             if isinstance(node, cst.CSTNode) and self.line(node) is None:
-                self._line[id(node)] = (node, line, twin if type(node) is type(old) else None)
+                self._line[id(node)] = (node, line, twin if type(node) is type(old) else None, False)
 
     def adopt(self, fn: cst.FunctionDef, text: str, original_text: str) -> None:
         """Origins for ``fn``, whose text is ``text``, a tree a user hook built from the original.
@@ -74,9 +80,9 @@ class Origins:
         back, last = {}, 1
         for line in range(1, len(new) + 1):
             last = back[line] = matched.get(line, last)
-        for key, (node, line, twin) in fresh._line.items():
+        for key, (node, line, twin, _) in fresh._line.items():
             if self.line(node) is None:
-                self._line[key] = (node, back.get(line, line), twin)
+                self._line[key] = (node, back.get(line, line), twin, False)  # (a twin of the hook's text)
 
     def cloned(self, node: cst.CSTNode) -> cst.CSTNode:
         """``node.deep_clone()`` whose statements keep the origins of the statements they copy."""
@@ -87,14 +93,14 @@ class Origins:
     def _copy(self, old, new) -> None:
         line = self.line(old)
         if line is not None:
-            self._line[id(new)] = (new, line, self.twin(old))
+            self._line[id(new)] = (new, line, self.twin(old), False)
         if isinstance(old, cst.BaseSmallStatement):
             return  # origins stop at statements
         for a, b in zip(old.children, new.children):
             self._copy(a, b)
 
     def _set(self, node: cst.CSTNode, stmt: ast.AST) -> None:
-        self._line[id(node)] = (node, stmt.lineno, stmt)
+        self._line[id(node)] = (node, stmt.lineno, stmt, True)
 
     def _pair(self, node, stmt) -> None:
         """Record ``node``'s line and recurse into the statement blocks both trees hold."""

@@ -134,7 +134,11 @@ class Pass(OwnScope, Inheriting):
         return self.expressions()
 
     def enters(self, node_type: type) -> bool:
-        """A statement pass is never shown a condition, a header or whitespace (``transform``)."""
+        """A statement pass is never shown a condition, a header or whitespace (``transform``),
+        nor a line of simple statements it has no hook for: most of a function's statements,
+        each of which cost every pass a visit and a leave that did nothing."""
+        if node_type is cst.SimpleStatementLine and not _hooks_lines(type(self)):
+            return self.expressions()
         return is_a(node_type, STRUCTURE) or self.expressions()
 
     def on_visit(self, node) -> bool:
@@ -181,6 +185,14 @@ def condition_of(node) -> cst.BaseExpression | None:
     if isinstance(node, cst.For):
         return node.iter
     return getattr(node, "test", None)
+
+
+@functools.cache
+def _hooks_lines(kind: type) -> bool:
+    """Does the pass ``kind`` look at a line of simple statements itself (a hook of its own)?"""
+    return kind.visit_SimpleStatementLine is not Pass.visit_SimpleStatementLine or (
+        kind.leave_SimpleStatementLine is not cst.CSTTransformer.leave_SimpleStatementLine
+    )
 
 
 class _Generated(Inheriting):

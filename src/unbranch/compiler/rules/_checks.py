@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.effects import block_effects, closures
+from ..analysis.effects import block_effects
 from ..analysis.names import OwnScope, block_reads, block_writes
 from ..analysis.walk import read
 
@@ -91,10 +91,10 @@ def lost_effect(node, stmts, visible, ctx, where: str) -> str | None:
     changed = effects.containers & visible
     if changed:
         return f"the container '{sorted(changed)[0]}' is changed in {where} (torch.cond/scan cannot return that)"
-    inside = {c.name for c in closures(node)}
-    writes, reads = block_writes(stmts), block_reads(stmts)
-    for c in ctx.closures:
-        if c.name in inside or c.name not in reads:  # only a closure run in the body sees its locals
+    outside = ctx.closures_outside(node)
+    writes, reads = (block_writes(stmts), block_reads(stmts)) if outside else ((), ())
+    for c in outside:
+        if c.name not in reads:  # only a closure run in the body sees its locals
             continue
         stale = c.reads & writes
         if stale:

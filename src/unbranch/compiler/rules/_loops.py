@@ -15,7 +15,7 @@ from typing import ClassVar
 import libcst as cst
 
 from ..analysis.classify import TENSOR, UNKNOWN
-from ..analysis.effects import block_effects, closures
+from ..analysis.effects import block_effects
 from ..analysis.liveness import analyse_function, live_in
 from ..analysis.names import OwnScope, block_writes, expr_reads, param_names, reads_of
 from ..analysis.walk import read, transform
@@ -310,8 +310,7 @@ class LoopRule(Pass):
         writes = block_writes(body) - set(exclude)
         live_after = facts.live_out.get(node, set())
         # (a nested function defined elsewhere reads the enclosing cell whenever it is called)
-        inside = {c.name for c in closures(node)}
-        seen_by_closures = {n for c in ctx.closures if c.name not in inside for n in c.reads}
+        seen_by_closures = {n for c in ctx.closures_outside(node) for n in c.reads}
         needed = live_in(body, set()) | expr_reads(test) | live_after | live_in(list(after), live_after)
         needed |= seen_by_closures
         changed = effects.mutated & live_in(body, set()) & before  # out[i] = v: each step sees the last

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..analysis.classify import SHAPE
-from ..analysis.effects import block_effects, closures
+from ..analysis.effects import block_effects
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surroundings
 from ..analysis.names import block_writes, param_names
@@ -195,10 +195,7 @@ class IfToCond(Pass):
         else:
             # a nested function defined elsewhere reads the enclosing function's cell, whenever it is
             # called: a name it reads that a branch rebinds must come out of the cond into that cell
-            inside = {c.name for c in closures(node)}
-            live = (
-                facts.after(node) | declared | {n for c in self.ctx.closures if c.name not in inside for n in c.reads}
-            )
+            live = facts.after(node) | declared | {n for c in self.ctx.closures_outside(node) for n in c.reads}
             # a name only changed in place needs no output: the runtime writes the change back
             outputs = in_order(block_writes(body + orelse) & live & names, body + orelse)
             both = meet(assigned(body), assigned(orelse))

@@ -33,11 +33,12 @@ cond writes the change back into ``y``.
 
 from __future__ import annotations
 
+import ast
 import functools
 
 import libcst as cst
 
-from ..analysis.classify import STATIC, TENSOR
+from ..analysis.classify import STATIC, TENSOR, own_nodes
 from ..analysis.effects import alias_roots, block_effects
 from ..analysis.names import target_names
 from ..analysis.walk import read, transform
@@ -225,8 +226,25 @@ class IfExpToCond(Pass):
         ctx.note(original, "cond", f"conditional expression -> _ub.{op}")
         return call  # (a call needs no parentheses of its own)
 
-    def visit_SimpleStatementLine(self, node) -> None:
+    def visit_SimpleStatementLine(self, node) -> bool:
         self.line = node
+        return self._may_hold(node)
+
+    def _may_hold(self, line: cst.SimpleStatementLine) -> bool:
+        """Could ``line`` hold a conditional expression? Not a line as the parser made it whose
+        text has none (nor a lambda): most lines, whose every expression node the pass skips."""
+        first, last = (self.ctx.origins.as_parsed(node) for node in (line, line.body[-1]))
+        if first is None or last is None or self._ifexp_lines is None:
+            return True
+        return any(start <= last.end_lineno and end >= first.lineno for start, end in self._ifexp_lines)
+
+    @functools.cached_property
+    def _ifexp_lines(self) -> list[tuple[int, int]] | None:
+        """(first, last) line of each conditional expression and lambda of the source's ``ast``."""
+        tree = self.ctx.tree
+        if tree is None:
+            return None  # (a pre_rewriter made the tree: its lines are not the source's)
+        return [(n.lineno, n.end_lineno) for n in own_nodes(tree) if isinstance(n, (ast.IfExp, ast.Lambda))]
 
     def _alone(self, node: cst.IfExp) -> bool:
         """Is ``node`` the whole value of the one assignment of its line (``a = x if c else y``)?"""
