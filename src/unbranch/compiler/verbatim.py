@@ -13,10 +13,12 @@ exactly, the function is generated whole as before.
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 from dataclasses import dataclass
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 
 from .analysis.walk import STRUCTURE, is_a, transform
 
@@ -43,9 +45,26 @@ class _Verbatim(cst.BaseStatement):
 def code(out: cst.Module, original: cst.Module, fn_ast: ast.FunctionDef, text: str) -> str:
     """``out.code``, with the statements of ``original`` that ``out`` still holds copied from ``text``."""
     spans = _Spans.of(original, fn_ast, text)
-    if spans is None:
-        return out.code
-    return transform(out, _Copied(spans)).code
+    return _written(out if spans is None else transform(out, _Copied(spans)))
+
+
+def _written(module: cst.Module) -> str:
+    """``module.code``, recording no positions on the way."""
+    state = _Writing(default_indent=module.default_indent, default_newline=module.default_newline)
+    module._codegen(state)
+    return "".join(state.tokens)
+
+
+class _Writing(CodegenState):
+    """libcst's codegen state, whose hook for recording positions (a generator-based context
+    manager entered around every expression, which records nothing in the plain state) is one
+    shared no-op: 1.2% of a rewritten method's cold time."""
+
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+        return _NOTHING
+
+
+_NOTHING = contextlib.nullcontext()
 
 
 class _Copied(cst.CSTTransformer):
