@@ -420,6 +420,43 @@ def test_read_visits_what_libcst_visits_in_the_same_order():
     assert len(by_read.seen) > 500 and ("visit", "MatchAs") in by_read.seen
 
 
+def test_read_skipping_layout_calls_the_hooks_libcst_calls():
+    """A visitor with no hook for whitespace, comments or punctuation is not walked through
+    them, and sees every other node as libcst shows it; one with such a hook sees them all."""
+    import libcst as cst
+
+    from unbranch.compiler.analysis.walk import read
+
+    tree = cst.parse_module(_EVERY_FORM + "\nf(a,  # why\n  b)[0]  # done\n")
+
+    class Names(cst.CSTVisitor):
+        def __init__(self):
+            self.seen = []
+
+        def visit_Name(self, node):
+            self.seen.append(("Name", node.value))
+
+        def leave_Call(self, node):
+            self.seen.append(("Call", cst.Module([]).code_for_node(node.func)))
+
+        def visit_Lambda(self, node):
+            return False
+
+    class Comments(Names):
+        def visit_Comment(self, node):
+            self.seen.append(("Comment", node.value))
+
+        def leave_Comma(self, node):
+            self.seen.append(("Comma", ""))
+
+    for kind in (Names, Comments):
+        by_libcst, by_read = kind(), kind()
+        tree.visit(by_libcst)
+        read(tree, by_read)
+        assert by_read.seen == by_libcst.seen
+    assert len(by_read.seen) > 100 and ("Comma", "") in by_read.seen and ("Comment", "# why") in by_read.seen
+
+
 def test_transform_gives_what_libcst_gives_and_keeps_what_did_not_change():
     """Same hooks in the same order, the same resulting code (renames, removals, a statement
     flattened into two, an optional part removed), and unchanged subtrees as the same objects."""

@@ -27,7 +27,7 @@ import libcst as cst
 from .analysis.classify import STATIC, TENSOR, UNKNOWN
 from .analysis.liveness import analyse_function
 from .analysis.names import OwnScope, expr_reads
-from .analysis.walk import STRUCTURE, is_a, transform
+from .analysis.walk import LAYOUT, STRUCTURE, hooks_layout, is_a, transform
 from .origins import Inheriting
 
 
@@ -136,10 +136,13 @@ class Pass(OwnScope, Inheriting):
     def enters(self, node_type: type) -> bool:
         """A statement pass is never shown a condition, a header or whitespace (``transform``),
         nor a line of simple statements it has no hook for: most of a function's statements,
-        each of which cost every pass a visit and a leave that did nothing."""
+        each of which cost every pass a visit and a leave that did nothing. A pass looking at
+        expressions is not shown layout (``walk.LAYOUT``) unless it has a hook for some."""
         if node_type is cst.SimpleStatementLine and not _hooks_lines(type(self)):
             return self.expressions()
-        return is_a(node_type, STRUCTURE) or self.expressions()
+        if is_a(node_type, STRUCTURE):
+            return True
+        return self.expressions() and (not is_a(node_type, LAYOUT) or hooks_layout(type(self)))
 
     def on_visit(self, node) -> bool:
         if not self.enters(type(node)):

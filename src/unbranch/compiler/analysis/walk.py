@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import typing
 
 import libcst as cst
 
@@ -38,6 +39,48 @@ def child_fields(node_type: type) -> tuple[tuple[str, bool], ...]:
 
 
 _SEQUENCES = ("sequence", "body_sequence")
+
+# whitespace, comments and punctuation: more than half the nodes a read walk met over
+# transformers' forwards, and no analysis has a hook for one
+LAYOUT = (
+    cst.BaseParenthesizableWhitespace,  # (the annotation of most whitespace fields)
+    cst.SimpleWhitespace,
+    cst.ParenthesizedWhitespace,
+    cst.TrailingWhitespace,
+    cst.Newline,
+    cst.EmptyLine,
+    cst.Comment,
+    cst.Comma,
+    cst.Dot,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+    cst.AssignEqual,
+    cst.Colon,
+    cst.Semicolon,
+)
+
+
+@functools.cache
+def content_fields(node_type: type) -> tuple[tuple[str, bool], ...]:
+    """``child_fields`` less those that hold layout only (by libcst's annotation of the field)."""
+    hints = typing.get_type_hints(node_type)
+    return tuple((field, many) for field, many in child_fields(node_type) if not _layout(hints[field]))
+
+
+def _layout(hint) -> bool:
+    nodes = _node_classes(hint)
+    return bool(nodes) and all(issubclass(c, LAYOUT) for c in nodes)
+
+
+def _node_classes(hint) -> set[type]:
+    if isinstance(hint, type):
+        return {hint} if issubclass(hint, cst.CSTNode) else set()
+    return set().union(*(_node_classes(arg) for arg in typing.get_args(hint)))
+
 
 # statements and the clauses holding their blocks: what a walk over the statements of a
 # function enters (conditions, headers and whitespace are read or replaced whole)
@@ -78,6 +121,8 @@ class _Table(dict):
             if by_name is not None
             else (visitor_type.on_visit is cst.CSTVisitor.on_visit and visitor_type.on_leave is cst.CSTVisitor.on_leave)
         )
+        # a walk that would call no hook in layout skips it (its nodes hold layout only)
+        self.fields = content_fields if self.by_name and not hooks_layout(visitor_type) else child_fields
 
     def __missing__(self, node_type: type) -> tuple:
         kind, name = self.visitor_type, node_type.__name__
@@ -85,8 +130,14 @@ class _Table(dict):
             hooks = _own(kind, f"visit_{name}"), _own(kind, f"leave_{name}")
         else:
             hooks = kind.on_visit, kind.on_leave
-        self[node_type] = entry = (*hooks, child_fields(node_type))
+        self[node_type] = entry = (*hooks, self.fields(node_type))
         return entry
+
+
+@functools.cache
+def hooks_layout(kind: type) -> bool:
+    """Has the visitor or transformer class ``kind`` a hook of its own for a ``LAYOUT`` node?"""
+    return any(_own(kind, f"{hook}_{t.__name__}") for t in LAYOUT for hook in ("visit", "leave"))
 
 
 def _own(kind: type, name: str):
