@@ -152,3 +152,29 @@ def test_check_on_a_data_dependent_float_stays_in_the_graph(strict):
 def test_no_cond_for_a_check():
     ep = export_rewritten(ElseRaises(), (pos(3, 4),), False)
     assert count_conds(ep) == 0
+
+
+class Unchecked(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        return y + 1
+
+
+def _assert_positive(fn):
+    """A hook writing an assert the source does not hold: no screen of the source sees it."""
+    import libcst as cst
+
+    check = cst.parse_statement('assert (x > 0).all(), "positive input only"\n')
+    return fn.with_changes(body=fn.body.with_changes(body=[check, *fn.body.body]))
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_an_assert_a_hook_writes_becomes_a_check(strict):
+    m = Unchecked()
+    target = {"function": Unchecked.forward, "pre_rewriter": _assert_positive}
+    ep = export_rewritten(m, (pos(3, 4),), strict, rewrite=[target])
+    assert count_conds(ep) == 0
+    for good in (pos(4, 3), pos(7, 2)):
+        torch.testing.assert_close(ep.module()(good), m(good))
+    with pytest.raises(RuntimeError, match="positive input only"):
+        ep.module()(neg(5, 2))

@@ -74,6 +74,12 @@ class Context:
     where: int | None = None  # origin of the statement the running pass is in (for nodes it builds)
     generated: set = field(default_factory=set)  # functions a pass wrote to hold user code (rest of a function)
     flags_left_python: bool = False  # a construct left as Python tests a name unbranch made (a jump flag)
+    # the kinds of candidate the screen found and the passes so far wrote; None: any (a hook wrote the tree)
+    kinds: set | None = None
+
+    def may_hold(self, kind) -> bool:
+        """Could the tree hold a candidate of ``kind`` (``passes.Kind``)?"""
+        return self.kinds is None or kind in self.kinds
 
     @functools.cached_property
     def closures(self) -> list:

@@ -174,6 +174,7 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
         tree=fn_ast if options.pre_rewriter is None else None,
         origins=origins,
         mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
+        kinds=None if hooked else wanted,  # (the same set, grown below)
     )
     new = fn
     if options.pre_rewriter is not None:

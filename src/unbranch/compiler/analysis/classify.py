@@ -337,6 +337,27 @@ def _assigned_values(fn: ast.FunctionDef):
             yield from node.value.elts if isinstance(node.value, ast.Tuple) else (node.value,)
 
 
+def _literal_bindings(node: ast.AST, handled: set[int]) -> list[tuple[str, str]]:
+    """(name, the kind of literal it takes: "bool", "int", "step" for ``+= 1``, or "other")
+    for each name ``node`` binds; ``handled``: the ids of the names already counted (a name
+    node an assignment counted, met again in the walk after it)."""
+    if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+        pairs = [(t, _literal_kind(node.value)) for t in node.targets]
+    elif isinstance(node, ast.Assign) and _pairwise(node):  # clipped, hits = False, 0
+        pairs = [(t, _literal_kind(v)) for t, v in zip(node.targets[0].elts, node.value.elts)]
+    elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        step = isinstance(node.op, (ast.Add, ast.Sub)) and _literal_kind(node.value) == "int"
+        pairs = [(node.target, "step" if step else "other")]
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        return [(name, "other") for name in node.names]
+    elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and id(node) not in handled:
+        pairs = [(node, "other")]
+    else:
+        return []
+    handled.update(id(t) for t, _ in pairs)
+    return [(t.id, kind) for t, kind in pairs]
+
+
 def _pairwise(node: ast.Assign) -> bool:
     """``a, b = 1, 2``: one target, a tuple of names as long as the tuple it is given."""
     if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Tuple) or not isinstance(node.value, ast.Tuple):
@@ -458,34 +479,20 @@ class Classifier:
         if not any(_literal_kind(v) != "other" for v in _assigned_values(fn)):
             return set()  # (the usual case: no walk classifying every test)
         taken: dict[str, set[str]] = {}
-        decided: set[str] = set()
         handled: set[int] = set()
+        for node in own_nodes(fn):
+            for name, kind in _literal_bindings(node, handled):
+                taken.setdefault(name, set()).add(kind)
+        flags = {n for n, k in taken.items() if k == {"bool"} or ("int" in k and k <= {"int", "step"})} - self.params
+        if not flags:
+            return set()  # (no walk classifying every test either)
+        decided: set[str] = set()
+        handled.clear()
         for node, deciding in self._decided(fn):
-            if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
-                pairs = [(t, _literal_kind(node.value)) for t in node.targets]
-            elif isinstance(node, ast.Assign) and _pairwise(node):  # clipped, hits = False, 0
-                pairs = [(t, _literal_kind(v)) for t, v in zip(node.targets[0].elts, node.value.elts)]
-            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                step = isinstance(node.op, (ast.Add, ast.Sub)) and _literal_kind(node.value) == "int"
-                pairs = [(node.target, "step" if step else "other")]
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                for name in node.names:
-                    taken.setdefault(name, set()).add("other")
-                continue
-            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and id(node) not in handled:
-                pairs = [(node, "other")]
-            else:
-                continue
-            for t, kind in pairs:
-                handled.add(id(t))
-                taken.setdefault(t.id, set()).add(kind)
-                if deciding:
-                    decided.add(t.id)
-        return {
-            name
-            for name in decided - self.params
-            if taken[name] == {"bool"} or ("int" in taken[name] and taken[name] <= {"int", "step"})
-        }
+            bindings = _literal_bindings(node, handled)
+            if deciding and not isinstance(node, (ast.Global, ast.Nonlocal)):
+                decided.update(name for name, _ in bindings)
+        return flags & decided
 
     def _decided(self, fn: ast.FunctionDef):
         """(node, under an ``if``/``while`` on a tensor condition) for every node of ``fn``'s own scope."""

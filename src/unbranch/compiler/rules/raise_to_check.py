@@ -157,6 +157,11 @@ class RaiseToCheck(Pass):
         if isinstance(node.orelse, cst.If):
             self.elifs.add(node.orelse)
 
+    def enters(self, node_type: type) -> bool:
+        if node_type is cst.SimpleStatementLine and not self.ctx.may_hold(ASSERT):
+            return False  # (no assert to look at: no line is shown)
+        return super().enters(node_type)
+
     def visit_SimpleStatementLine(self, node):
         return any(isinstance(s, cst.Assert) for s in node.body)  # only asserts need a look inside
 
