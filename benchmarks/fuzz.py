@@ -14,6 +14,9 @@ not raised, so one run finds them all.
     python benchmarks/fuzz.py --loops             # loops: index arithmetic, row writes, nested loops
     python benchmarks/fuzz.py --jumps             # loops with break/continue/return under any test
     python benchmarks/fuzz.py --realcode          # chained comparisons, bool()/int(), checks, closures
+    python benchmarks/fuzz.py --layouts           # every kind of program above, each written in layouts
+                                                  # Python accepts (tests/layouts.py); its conversions
+                                                  # must be those of its one-statement-a-line spelling
 
 An ``if`` whose effects a branch function would lose must be refused with its reason: such
 exports are counted as refusals (results/fuzz_effects.json), not as errors.
@@ -33,7 +36,11 @@ from _common import machine, write
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from fuzzing import PYTHON_ARGS, branches_on_tensors, check_eager, check_export, programs  # noqa: E402
+from fuzzing import PYTHON_ARGS, Divergence, branches_on_tensors, check_eager, check_export, load, programs  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from layouts import LAYOUTS, render  # noqa: E402
+
+import unbranch  # noqa: E402
 
 # what a run may also draw: programs()' keyword -> the option's help
 CONSTRUCTS = {
@@ -43,13 +50,34 @@ CONSTRUCTS = {
     "loops": "loop programs (fuzzing.loop_programs) instead",
     "jumps": "loops with break/continue/return (fuzzing.jump_programs) instead",
     "realcode": "also draw real code's forms (chained comparisons, bool(), checks, a closure read after)",
+    "layouts": "draw every kind of program, each written in layouts Python accepts (tests/layouts.py)",
 }
+# the kinds of program a layouts run draws (programs()' keywords; "plain" draws none)
+_KINDS = ("plain", "effects", "ternaries", "loops", "jumps", "realcode")
+
+
+@st.composite
+def _laid_out(draw) -> tuple[str, str]:
+    """(a program of any kind, the same program in one to four layouts)."""
+    kind = draw(st.sampled_from(_KINDS))
+    source = draw(programs(**({} if kind == "plain" else {kind: True})))
+    return source, render(source, draw(st.lists(st.sampled_from(LAYOUTS), min_size=1, max_size=4, unique=True)))
+
+
+def _conversions(source: str) -> list:
+    """What the rewrite does to each construct (converted, checked, left as Python), in order."""
+    try:
+        return sorted((n.kind, n.condition) for n in unbranch.transform_method(load(source), strict=False).notes)
+    except Exception as e:
+        return [("error", type(e).__name__)]
 
 
 def run(n: int, export_every: int, strict_every: int, random_seed: int, **constructs) -> dict:
     tally = {"programs": 0, "exports": 0, "strict_exports": 0, "sides_taken": 0, "sides": 0}
     sources, rewrite_seconds, divergences, refusals = set(), [], [], []
     slowest = (0.0, "")
+
+    laid_out = constructs.pop("layouts", False)
 
     @seed(random_seed)
     @settings(
@@ -59,9 +87,10 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
         phases=[Phase.generate],  # record every divergence, do not stop at the first to shrink it
         suppress_health_check=list(HealthCheck),
     )
-    @given(programs(**constructs))
-    def one(source):
+    @given(_laid_out() if laid_out else programs(**constructs).map(lambda s: (s, s)))
+    def one(pair):
         nonlocal slowest
+        plain, source = pair
         i = tally["programs"]
         tally["programs"] += 1
         sources.add(source)
@@ -73,8 +102,13 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
         if eager.divergence is not None:
             divergences.append(eager.divergence)
             return
+        if source != plain and _conversions(source) != _conversions(plain):
+            divergences.append(Divergence("layout", source, f"converted otherwise than:\n{plain}"))
+            return
         k = tally["exports"]
-        exportable = constructs.get("loops") or branches_on_tensors(source)  # it can hold a cond/loop
+        exportable = (
+            constructs.get("loops") or "for " in source or "while " in source or branches_on_tensors(source)
+        )  # it can hold a cond/loop
         if k <= i // export_every and exportable:  # one in export_every
             strict = k % strict_every == strict_every - 1
             tally["exports"] += 1
@@ -101,6 +135,7 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
         "distinct_programs": len(sources),
         "eager_divergences": kinds.count("eager"),
         "rewrite_errors": kinds.count("rewrite"),
+        "layout_divergences": kinds.count("layout"),  # converted otherwise than its plain spelling
         "export_divergences": kinds.count("export"),
         "export_errors": kinds.count("export-error"),
         "harm": kinds.count("harm"),  # exported without the rewrite, failed with it

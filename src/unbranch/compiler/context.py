@@ -67,7 +67,7 @@ class Context:
     shape_conditions: bool = True  # dispatch ifs on sizes alone (else they stay plain Python)
     self_name: str | None = None
     mutating_helpers: object = field(default_factory=dict)  # callee text -> argument positions it changes (.get)
-    function: cst.FunctionDef | None = None  # as parsed, before any pass
+    function: cst.FunctionDef | None = None  # before any pass (its blocks in the passes' shape)
     tree: ast.FunctionDef | None = None  # the source's ``ast``, while the passes' tree is made from it alone
     notes: list = field(default_factory=list)
     origins: Origins = field(default_factory=Origins)

@@ -64,6 +64,13 @@ class Origins:
             if isinstance(node, cst.CSTNode) and self.line(node) is None:
                 self._line[id(node)] = (node, line, twin if type(node) is type(old) else None, False)
 
+    def relaid(self, new, old) -> None:
+        """``new`` is ``old``'s own text laid out anew (a line of its own, a block of its own
+        lines): it keeps all of ``old``'s origin, the parser's statement included."""
+        found = self._line.get(id(old))
+        if found is not None and found[0] is old:
+            self._line[id(new)] = (new, *found[1:])
+
     def adopt(self, fn: cst.FunctionDef, text: str, original_text: str) -> None:
         """Origins for ``fn``, whose text is ``text``, a tree a user hook built from the original.
 

@@ -10,6 +10,7 @@ pass declares are computed on the tree it gets.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import gc
 import re
@@ -22,6 +23,7 @@ from . import verbatim
 from .analysis import forget
 from .analysis.classify import Classifier
 from .context import Context, Namer, taken_names
+from .normalise import suites
 from .normalise.attribute_state import AttributeState
 from .normalise.condition_forms import ConditionForms
 from .normalise.early_return import EarlyReturn
@@ -181,10 +183,14 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
         new = _hook(options.pre_rewriter, new, info, "pre_rewriter")
         if origins.line(new) is None:  # the hook rebuilt the tree: its statements need their lines again
             origins.adopt(new, module.with_changes(body=[new, *module.body[1:]]).code, info.text)
-    for step in steps:
-        if hooked or wanted & step.HANDLES:
-            new = step.apply(new, ctx)
-            wanted |= step.PRODUCES
+    new, layout = suites.expand(new, origins)  # one shape of block for every pass
+    ctx.function = new
+    with _internal(ctx):
+        for step in steps:
+            if hooked or wanted & step.HANDLES:
+                new = step.apply(new, ctx)
+                wanted |= step.PRODUCES
+        new = layout.restore(new)  # the user's layout wherever no pass changed the code
     if ctx.flags_left_python and JumpFlags not in skip:
         # jumps lowered to flags that an if left as Python then tests: under export that if would
         # meet a flag tensor where the plain loop guarded on sizes; keep the jumps as written
@@ -195,6 +201,25 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
         return Compiled(info.text, False, ctx.notes, runtime)
     out = module.with_changes(body=[new, *module.body[1:]])
     return Compiled(verbatim.code(out, module, fn_ast, info.text), True, ctx.notes, runtime, out, origins)
+
+
+@contextlib.contextmanager
+def _internal(ctx: Context):
+    """An exception a pass did not mean (a bug of unbranch's) reaches the user as an
+    UnbranchError placed at the statement being compiled, the original chained."""
+    try:
+        yield
+    except UnbranchError:
+        raise
+    except Exception as e:
+        where = ctx.source.line + (ctx.where or 1) - 1
+        raise UnbranchError(
+            f"unbranch failed while compiling this function ({type(e).__name__}: {e}); this is a bug of "
+            "unbranch's, please report it with the function's source",
+            ctx.source.path,
+            where,
+            "compiler",
+        ) from e
 
 
 def _hook(hook, fn, info, name):
