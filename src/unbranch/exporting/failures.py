@@ -10,11 +10,15 @@ itself, and not the standard library) at such a place.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import logging
 import os
 import re
 import sys
 import sysconfig
+import textwrap
+import threading
 import traceback
 import types
 from dataclasses import dataclass, field
@@ -31,6 +35,9 @@ _DATA = re.compile(
     r"|data-dependent expression|Could not extract specialized integer from data-dependent"
     r"|PendingUnbackedSymbolNotFound"  # torch 2.14: indexing with a tensor under strict export
 )
+_DATA_OUTPUT = re.compile(
+    r"DataDependentOutputException|Data dependent operator"  # an operator whose Python result is data (torch.equal)
+)
 _CONSTRAINT = re.compile(r"Constraints violated|specialized it to be a constant")
 _SIZE_SOURCE = re.compile(r"L\[[^\s,]*?\.size\(\)\[\d+\]")
 
@@ -45,7 +52,7 @@ def kind_of(e: BaseException) -> str | None:
     """``"data"`` (a value of data needed in Python), ``"shape"`` (a dynamic dimension fixed or
     narrowed) or None (a failure unbranch has nothing to do with)."""
     text = _chain_text(e)
-    if _DATA.search(text):
+    if _DATA.search(text) or _DATA_OUTPUT.search(text):
         return "data"
     if _CONSTRAINT.search(text):
         return "shape"
@@ -79,6 +86,7 @@ class Site:
     code: types.CodeType | None = None  # its code object, when torch gave a live frame
     inside: str = ""  # ``torch/...py:LINE`` when the failure itself happened in torch's own code
     kind: str = "data"
+    swallowed: str = ""  # ``file:line`` of the user's ``try`` that caught the error (the export went on)
 
     @property
     def where(self) -> str:
@@ -201,6 +209,102 @@ def _violated(e: BaseException) -> set[str]:
         names.update(_SIZE_SOURCE.findall(str(seen)))
         seen = seen.__cause__ or seen.__context__
     return names
+
+
+def _data_errors() -> tuple[type, ...]:
+    """The exception classes raised in the user's code where it needs a value that is data: torch's,
+    and the runtime's own refusal of a construct left as Python (``_ub.unconverted``)."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return (GuardOnDataDependentSymNode, DataDependentOutputException, UnbranchError)
+
+
+class Swallowed:
+    """While open, remember every error torch raises where Python needs a value of data, to tell
+    afterwards those the user's own ``except`` caught.
+
+    Non-strict export runs the user's code: a branch on data raises inside it, and a ``try``
+    around the branch catches that, so the export "works" with the ``except`` side baked in, for
+    every input. The outermost frame an exception's traceback reaches is where it was caught:
+    a user frame there, whose ``except`` does not name torch's data-dependent error itself (a
+    deliberate ``guard_or_false``), swallowed a failure: the export did not succeed.
+    Errors are recorded only from the thread that opened it (others' exports are theirs).
+    """
+
+    def __init__(self) -> None:
+        self.raised: list[BaseException] = []
+        self._thread = threading.get_ident()
+
+    def __enter__(self):
+        self._saved = []
+        for kind in _data_errors():
+            original = kind.__init__
+
+            def recording(error, *args, _original=original, **kwargs):
+                _original(error, *args, **kwargs)
+                if threading.get_ident() == self._thread:
+                    self.raised.append(error)
+
+            self._saved.append((kind, original))
+            kind.__init__ = recording
+        return self
+
+    def __exit__(self, *exc):
+        for kind, original in self._saved:
+            kind.__init__ = original
+
+    def sites(self) -> list[Site]:
+        """The user's frames that branched on data where the user's code swallowed the error."""
+        found: dict[tuple, Site] = {}
+        for error in self.raised:
+            tb = error.__traceback__
+            if tb is None or not is_user_file(tb.tb_frame.f_code.co_filename):
+                continue  # never raised, or caught by torch itself
+            if _names_data_error(tb.tb_frame.f_code, tb.tb_lineno):
+                continue
+            frames = [(f.f_code.co_filename, line, f.f_code.co_name, f.f_code) for f, line in traceback.walk_tb(tb)]
+            site = _site(frames, "data")
+            if site is not None:
+                path, line = tb.tb_frame.f_code.co_filename, _handler_line(tb)
+                path, line = source_map.lookup(path, line) or (path, line)  # (rewritten code: the user's line)
+                site.swallowed = f"{_short(path)}:{line}"
+                found.setdefault(site.key(), site)
+        return list(found.values())
+
+
+def _handler_line(tb) -> int:
+    """The line of the ``try`` whose body held ``tb``'s line in the catching frame, else that line."""
+    found = _enclosing_try(tb.tb_frame.f_code, tb.tb_lineno)
+    return tb.tb_lineno if found is None else found[0]
+
+
+def _enclosing_try(code: types.CodeType, line: int) -> tuple[int, list] | None:
+    """(file line, ``ast`` handlers) of the innermost ``try`` of ``code``'s source whose body
+    holds file line ``line``, or None."""
+    try:
+        lines, first = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and node.body:
+            start, end = node.body[0].lineno + first - 1, node.body[-1].end_lineno + first - 1
+            if start <= line <= end and (found is None or node.lineno + first - 1 > found[0]):
+                found = (node.lineno + first - 1, node.handlers)
+    return found
+
+
+def _names_data_error(code: types.CodeType, line: int) -> bool:
+    """Does an ``except`` of the ``try`` holding ``line`` name torch's data-dependent error itself?"""
+    found = _enclosing_try(code, line)
+    names = {kind.__name__ for kind in _data_errors()}
+    for handler in found[1] if found is not None else ():
+        for node in ast.walk(handler.type) if handler.type is not None else ():
+            if (getattr(node, "id", None) or getattr(node, "attr", None)) in names:
+                return True
+    return False
 
 
 @dataclass

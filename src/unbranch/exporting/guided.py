@@ -21,7 +21,7 @@ from ..load.rewriting import RewrittenMethod, options_for, rewrite
 from ..load.swap import original_code, swapped_in
 from ..runtime import source_map
 from ..runtime.control_flow import rejection
-from .failures import GENERATED, GuardLog, Site, kind_of, place, runtime_failure, sites
+from .failures import GENERATED, GuardLog, Site, Swallowed, kind_of, place, runtime_failure, sites
 from .locate import Nested, code_at, function_for
 from .quiet import quiet
 
@@ -58,18 +58,28 @@ class Guide:
         for n in range(1, MAX_ATTEMPTS + 1):
             attempt = Attempt()
             self.attempts.append(attempt)
-            with quiet(warnings_too=False) as log, GuardLog() as guards, swapped_in(self.methods):
-                try:
-                    ep = call()
-                except Exception as e:  # decided below, outside the captured output
-                    error = e
-                else:
-                    error = None
+            with quiet(warnings_too=False) as log, GuardLog() as guards, Swallowed() as swallowed:
+                with swapped_in(self.methods):
+                    try:
+                        ep = call()
+                    except Exception as e:  # decided below, outside the captured output
+                        error = e
+                    else:
+                        error = None
             attempt.log = log.getvalue()
-            if error is None:
+            hidden = swallowed.sites() if error is None else []
+            if error is None and not hidden:
                 if n == 1:
                     log.replay()  # the export as the user ran it: what torch printed is theirs to see
                 return ep
+            if hidden:
+                # the user's own except caught torch's stop at a branch on data: the program has
+                # the except side baked in for every input, which no export may return
+                attempt.error = SWALLOWED
+                attempt.sites = hidden
+                if not self._follow_sites(attempt):
+                    raise self._stuck(attempt, n - 1)
+                continue
             attempt.error = first_line(error)
             if isinstance(error, UnbranchError):
                 # a cond's branch calls code that branches on data (non-strict export traces a cond
@@ -94,6 +104,10 @@ class Guide:
     def _follow(self, error: BaseException, guards: GuardLog, attempt: Attempt) -> bool:
         """Rewrite the functions holding the places ``error`` names; did this attempt rewrite anything?"""
         attempt.sites = sites(error, guards)
+        return self._follow_sites(attempt)
+
+    def _follow_sites(self, attempt: Attempt) -> bool:
+        """Rewrite the functions holding ``attempt.sites``; did this attempt rewrite anything?"""
         for site in attempt.sites:
             why = self._rewrite(site, attempt)
             if why:
@@ -194,7 +208,8 @@ class Guide:
         if not attempt.sites:
             return UnbranchError(f"{head}; torch's error names no Python function of yours", construct="export")
         lines = [
-            f"  {s.where} in {s.name}(): {s.text or '?'}  -- {attempt.why.get(s.where, '?')}" for s in attempt.sites
+            f"  {s.where} in {s.name}(): {s.text or '?'}{caught(s)}  -- {attempt.why.get(s.where, '?')}"
+            for s in attempt.sites
         ]
         first = attempt.sites[0]
         return UnbranchError("\n".join([head, *lines]), first.path, first.line, "data-dependent control flow")
@@ -238,6 +253,20 @@ def why_left(methods, site: Site) -> str:
             if left:
                 return f"left as Python: {left[0]}"
     return _nothing_to_convert(site, rewritten=True)
+
+
+# what an attempt whose export returned a program stopped at: torch's error, caught by the user
+SWALLOWED = (
+    "torch's error was caught by the code's own except, so the plain program would take the except "
+    "side for every input; no export may return it"
+)
+
+
+def caught(site: Site) -> str:
+    """What to add where the user's code swallowed the error at ``site``."""
+    if not site.swallowed:
+        return ""
+    return f" (caught by the try at {site.swallowed}: the program would take its except side for every input)"
 
 
 def first_line(e: BaseException) -> str:

@@ -19,8 +19,8 @@ from ..runtime import loops as _loops
 from ..runtime.control_flow import rejection, torch_limit
 from .arguments import HOOKS
 from .discovery import discover
-from .failures import GENERATED, in_a_branch, kind_of, place, runtime_failure, sites
-from .guided import Guide, first_line, why_left
+from .failures import GENERATED, Swallowed, in_a_branch, kind_of, place, runtime_failure, sites
+from .guided import Guide, caught, first_line, why_left
 from .quiet import quiet
 from .report import Report, dump, say
 
@@ -75,14 +75,16 @@ def watched_exports(report: Report, guided: bool):
     @functools.wraps(original)
     def export(*args, **kwargs):
         try:
-            return _guided(report, lambda: original(*args, **kwargs)) if guided else original(*args, **kwargs)
+            if guided:
+                return _guided(report, lambda: original(*args, **kwargs))
+            return _not_swallowed(report, lambda: original(*args, **kwargs))
         except Exception as e:
             if not report.rewritten:
                 raise
             failure = e
         with swapped_out(), quiet(warnings_too=False) as log:
             try:
-                ep = original(*args, **kwargs)
+                ep = _not_swallowed(report, lambda: original(*args, **kwargs))
             except Exception:
                 ep = None
         if ep is None:
@@ -100,6 +102,17 @@ def watched_exports(report: Report, guided: bool):
         yield
     finally:
         _trace._export = original
+
+
+def _not_swallowed(report: Report, call):
+    """``call()`` (one export), which fails where the user's own ``except`` caught torch's stop at
+    a branch on data: that program would take the ``except`` side for every input."""
+    with Swallowed() as swallowed:
+        ep = call()
+    hidden = swallowed.sites()
+    if hidden:
+        raise _at_site(hidden[0], "data", report)
+    return ep
 
 
 def _guided(report: Report, call):
@@ -188,8 +201,14 @@ def _explained(e: Exception, report: Report) -> Exception:
             return UnbranchError(f"torch.cond rejected a branch of a converted if: {rejection(e)}", *place(e), "if")
         limit = torch_limit(e) if report.rewritten and _in_export(e) else None
         return UnbranchError(f"{_FAILED}{limit}", *place(e), "export") if limit else e
-    site = found[0]
+    return _at_site(found[0], kind, report)
+
+
+def _at_site(site, kind: str, report: Report) -> UnbranchError:
+    """The error for torch stopping at ``site``: what this context left there as Python, or that it did
+    not rewrite the function."""
     stops, construct = _STOPS[kind]
+    stops += caught(site)
     if site.path.startswith(GENERATED):  # rewritten code, where a construct was left as Python
         why = why_left(report.rewritten, site)
         return UnbranchError(f"{stops}: {why}", site.path, site.line, construct)

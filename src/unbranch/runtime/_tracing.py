@@ -123,11 +123,14 @@ def fresh_outputs(values, inputs):
 
 
 def fail(message: str, construct: str, cause: BaseException | None = None):
-    """Raise the project's error (``cause`` chained); under strict export a builtin one dynamo can trace (same text)."""
+    """Raise the project's error (``cause`` chained). Under dynamo (strict export) an exception raised
+    here would be the traced code's own, which a ``try`` around the construct catches, exporting the
+    ``except`` side for every input: a graph break instead, which nothing catches, its argument the
+    same text (``exporting.failures.runtime_failure`` reads it back)."""
     from ..errors import UnbranchError
 
     if torch.compiler.is_dynamo_compiling():
-        raise RuntimeError(f"unbranch: {message} [{construct}]")
+        torch._dynamo.graph_break(f"unbranch: {message} [{construct}]")
     error = UnbranchError.placed(message, construct)
     if cause is not None:
         raise error from cause

@@ -24,8 +24,9 @@ the code grows linearly with the nesting, not exponentially:
 Afterwards a dispatched ``if`` either returns on every path or on none, with the same
 structure on both (what ``torch.cond`` needs: a "returned" flag and value set on one path
 only would have nothing to carry on the other). The rest is only moved through ``if``
-statements; a ``return`` inside a loop, ``with`` or ``try`` stays where it is (the rule
-then leaves that ``if`` as plain Python).
+statements, and inside a ``try`` or ``with`` block only the rest of that block (code after the
+statement runs after its ``except`` too); a ``return`` inside a loop stays where it is (JumpFlags
+lowers those).
 """
 
 from __future__ import annotations
@@ -50,13 +51,54 @@ def _needs_tail(s, ctx) -> bool:
     return any(_needs_tail(c, ctx) for c in (*s.body.body, *orelse_body(s)))
 
 
+def _holds_tail(s, ctx) -> bool:
+    """``_needs_tail``, or a ``try``/``with`` holding such an ``if`` in one of its blocks."""
+    return _needs_tail(s, ctx) or any(_holds_tail(c, ctx) for block in _sheltering(s) for c in block)
+
+
+def _sheltering(s) -> list:
+    """The blocks of a ``try``/``with`` statement (none for anything else)."""
+    if isinstance(s, cst.With):
+        return [s.body.body]
+    if isinstance(s, (cst.Try, cst.TryStar)):
+        parts = [s.body, *(h.body for h in s.handlers), *(p.body for p in (s.orelse, s.finalbody) if p)]
+        return [p.body for p in parts]
+    return []
+
+
 def _block(stmts, ctx, local, bound) -> list:
     """``bound``: (names surely bound, names maybe bound) where ``stmts`` start."""
+    out = list(stmts)
     for i, s in enumerate(stmts):
         last = i + 1 == len(stmts)
         if _needs_tail(s, ctx) and (not last or isinstance(s, cst.If)):
-            return [*stmts[:i], *_push(s, stmts[i + 1 :], ctx, local, _after(stmts[:i], bound))]
-    return stmts
+            return [*out[:i], *_push(s, stmts[i + 1 :], ctx, local, _after(stmts[:i], bound))]
+        if _sheltering(s) and _holds_tail(s, ctx):
+            out[i] = _sheltered(s, ctx, local, _after(stmts[:i], bound))
+    return out
+
+
+def _sheltered(s, ctx, local, bound):
+    """A ``try``/``with`` whose blocks have the rest of each block moved through their ``if``s: a
+    return under a dispatched test inside one ends its block on both sides (nothing leaves it)."""
+    if isinstance(s, cst.With):
+        new = s.with_changes(body=s.body.with_changes(body=_block(s.body.body, ctx, local, bound)))
+    else:
+        body = _block(s.body.body, ctx, local, bound)
+        handlers = [
+            h.with_changes(body=h.body.with_changes(body=_block(h.body.body, ctx, local, bound))) for h in s.handlers
+        ]
+        parts = {"body": s.body.with_changes(body=body), "handlers": handlers}
+        for name in ("orelse", "finalbody"):
+            part = getattr(s, name)
+            if part is not None:
+                after = _after(s.body.body, bound) if name == "orelse" else bound
+                parts[name] = part.with_changes(
+                    body=part.body.with_changes(body=_block(part.body.body, ctx, local, after))
+                )
+        new = s.with_changes(**parts)
+    ctx.origins.inherit(new, s)
+    return new
 
 
 def _after(stmts, bound) -> tuple[set, set]:
@@ -219,7 +261,7 @@ class EarlyReturn(Pass):
         if original is not self.fn:
             return updated
         body = list(updated.body.body)
-        if not any(_needs_tail(s, self.ctx) for s in body):
+        if not any(_holds_tail(s, self.ctx) for s in body):
             return updated  # (the names the function binds are a walk of all of it: only when needed)
         local = set(param_names(updated)) | block_writes(body)
         params = set(param_names(updated))
