@@ -120,6 +120,10 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
                 and any(said in divergence.detail for said in ("could not be converted: ", ": left as Python: "))
             ):
                 divergence.kind = "refusal"  # a construct left as Python, with its reason (strict or guided)
+            if divergence is not None and source != plain and divergence.kind != "refusal":
+                # the same program spelled one statement a line: what it does, the layout must do too
+                if check_export(plain, PYTHON_ARGS[k % len(PYTHON_ARGS)], strict) is None:
+                    divergence.kind = "layout"
             if divergence is not None and divergence.kind == "refusal":
                 refusals.append(divergence)
             elif divergence is not None:
@@ -135,7 +139,7 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
         "distinct_programs": len(sources),
         "eager_divergences": kinds.count("eager"),
         "rewrite_errors": kinds.count("rewrite"),
-        "layout_divergences": kinds.count("layout"),  # converted otherwise than its plain spelling
+        "layout_divergences": kinds.count("layout"),  # converted or exported otherwise than its plain spelling
         "export_divergences": kinds.count("export"),
         "export_errors": kinds.count("export-error"),
         "harm": kinds.count("harm"),  # exported without the rewrite, failed with it

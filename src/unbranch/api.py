@@ -43,9 +43,9 @@ def export(mod, args=(), kwargs=None, *, dynamic_shapes=None, strict: bool = Fal
             lambda: torch.export.export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict, **options)
         )
     except UnbranchError as e:
-        e.report = Report(guide.methods, attempts=guide.attempts)
+        e.report = Report(guide.used(), attempts=guide.attempts)
         raise
-    remember(ep, Report(guide.methods, attempts=guide.attempts))
+    remember(ep, Report(guide.used(), attempts=guide.attempts))
     return ep
 
 

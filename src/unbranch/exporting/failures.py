@@ -27,6 +27,7 @@ import torch
 
 from ..errors import UnbranchError
 from ..runtime import source_map
+from ..runtime._tracing import failure_in
 
 # what torch raises when Python needs a value that is data while it traces (a branch, ``int(t)``,
 # ``bool(t)``), or when a branch on a size narrowed or fixed a dimension declared dynamic
@@ -381,26 +382,38 @@ class GuardLog(logging.Filter):
         return list(out.values())
 
 
-# what runtime._tracing.fail raises under dynamo, as dynamo quotes it: "unbranch: <message> [<construct>]"
-_RUNTIME_FAILURE = re.compile(r"unbranch: (.*?\])[\"']\)")
+def narrowing(ep) -> list[str]:
+    """What an exported program accepts less of than the dynamic dimensions it was asked for: the
+    guards on sizes it checks when run (``L['x'].size()[1] < 16``), which torch leaves where a
+    branch on a size that ``Dim.DYNAMIC``/``Dim.AUTO`` left free was taken one way (a named ``Dim``
+    fails the export instead, and its own bounds are no guard)."""
+    return [str(guard) for guard in getattr(ep, "_guards_code", None) or ()]
+
+
+_BRANCH = re.compile(r"^\s*(?:(?:el)?if|while|assert)\b|\bif\b.*\belse\b")
+
+
+def narrowed_by(narrowed: list[str], guards: GuardLog) -> list[Site]:
+    """The branches (``if``, ``while``, conditional expressions) whose shape guards narrowed what
+    ``narrowed`` lists; other code's guards (``x + y`` on two sizes) are the model's own needs."""
+    return [
+        site for site in guards.sites_for(set(_SIZE_SOURCE.findall(" ".join(narrowed)))) if _BRANCH.search(site.text)
+    ]
 
 
 def runtime_failure(e: BaseException) -> UnbranchError | None:
-    """The runtime's own error inside what strict export raised ("Observed exception"), as UnbranchError.
+    """The runtime's own error inside what strict export raised, as UnbranchError.
 
-    Under dynamo the runtime can only raise a builtin ``RuntimeError("unbranch: ...")``; torch
-    wraps it, and the user would see dynamo's generic message instead of the reason.
+    Under dynamo the runtime fails with a graph break whose argument is its message
+    (``_tracing.fail``); torch wraps it, and the user would see dynamo's generic message.
     """
     if isinstance(e, UnbranchError):
         return None
-    seen = e
-    while seen is not None:
-        found = _RUNTIME_FAILURE.search(str(seen))
-        if found:
-            message, _, construct = _placed(found.group(1), seen).rpartition(" [")
-            return UnbranchError.placed(message, construct.rstrip("]"))
-        seen = seen.__cause__ or seen.__context__
-    return None
+    found = failure_in(e)
+    if found is None:
+        return None
+    message, construct, seen = found
+    return UnbranchError.placed(_placed(message, seen), construct)
 
 
 def _placed(message: str, exc: BaseException) -> str:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import sys
 import types
+import warnings
 from dataclasses import dataclass, field
 
 from ..compiler.source import innermost_function
@@ -21,7 +24,18 @@ from ..load.rewriting import RewrittenMethod, options_for, rewrite
 from ..load.swap import original_code, swapped_in
 from ..runtime import source_map
 from ..runtime.control_flow import rejection
-from .failures import GENERATED, GuardLog, Site, Swallowed, kind_of, place, runtime_failure, sites
+from .failures import (
+    GENERATED,
+    GuardLog,
+    Site,
+    Swallowed,
+    kind_of,
+    narrowed_by,
+    narrowing,
+    place,
+    runtime_failure,
+    sites,
+)
 from .locate import Nested, code_at, function_for
 from .quiet import quiet
 
@@ -37,6 +51,9 @@ class Attempt:
     rewritten: list = field(default_factory=list)  # qualnames rewritten after it, for the next attempt
     why: dict = field(default_factory=dict)  # site.where -> why unbranch could not act on it
     log: str = ""  # what torch printed meanwhile
+    narrowed: list = field(default_factory=list)  # what its program accepts less of than asked (failures.narrowing)
+    returned: bool = False  # its program is the one returned
+    methods: list = field(default_factory=list)  # the rewritten functions it ran with
 
 
 @dataclass
@@ -48,15 +65,54 @@ class Guide:
     model: object = None  # the catalogue's semantic rewrites for its classes join the first retry
     level: dict = field(default_factory=dict)  # key -> the last of _LEVELS it was rewritten with
     hooks: dict = field(default_factory=dict)  # function -> the catalogue's hooks for it (kept in any rewrite)
+    # (program, attempt, its captured output): the program with the fewest narrowings so far, of an
+    # export that worked but accepts less than its dynamic dimensions asked; returned if no retry does better
+    fallback: tuple | None = None
 
     @property
     def methods(self) -> list[RewrittenMethod]:
         return list(self.rewritten.values())
 
+    def used(self) -> list[RewrittenMethod]:
+        """The rewritten functions the program returned ran with (all of them, before one is)."""
+        returned = [a for a in self.attempts if a.returned]
+        return returned[0].methods if returned else self.methods
+
     def run(self, call):
-        """``call()`` (one export) until it works; each failure at control flow on data rewrites what it names."""
+        """``call()`` (one export) until it works; each failure at control flow on data rewrites what it names.
+
+        "Works" means it covers what was asked: a program narrower than its dynamic dimensions
+        (a branch on a size taken one way) has the branches that narrowed it rewritten and is
+        exported again; the program returned is the one narrowing least, the first on a tie,
+        and a retry that fails returns it (an export that works without unbranch works with it).
+        """
+        try:
+            return self._run(call)
+        except Exception:
+            if self.fallback is None:
+                raise
+            return self._returned(self.fallback)
+
+    def _returned(self, found):
+        ep, attempt, log = found
+        attempt.returned = True
+        if attempt is self.attempts[0]:
+            log.replay()  # the export as the user ran it: what torch printed is theirs to see
+        if attempt.narrowed and attempt.sites:
+            places = ", ".join(
+                f"{s.where} ({attempt.why.get(s.where) or 'rewritten, no better'})" for s in attempt.sites
+            )
+            narrowed = "; ".join(attempt.narrowed)
+            warnings.warn(
+                f"unbranch: the program accepts less than its dynamic dimensions asked ({narrowed}): a branch on a "
+                f"size at {places} narrowed it, and no rewrite of it covers more",
+                stacklevel=_outside_unbranch(),
+            )
+        return ep
+
+    def _run(self, call):
         for n in range(1, MAX_ATTEMPTS + 1):
-            attempt = Attempt()
+            attempt = Attempt(methods=self.methods)
             self.attempts.append(attempt)
             with quiet(warnings_too=False) as log, GuardLog() as guards, Swallowed() as swallowed:
                 with swapped_in(self.methods):
@@ -69,9 +125,15 @@ class Guide:
             attempt.log = log.getvalue()
             hidden = swallowed.sites() if error is None else []
             if error is None and not hidden:
-                if n == 1:
-                    log.replay()  # the export as the user ran it: what torch printed is theirs to see
-                return ep
+                attempt.narrowed = narrowing(ep)
+                if self.fallback is not None and len(attempt.narrowed) >= len(self.fallback[1].narrowed):
+                    return self._returned(self.fallback)  # covers no more than a program before it
+                if attempt.narrowed:
+                    self.fallback = (ep, attempt, log)
+                    attempt.sites = narrowed_by(attempt.narrowed, guards)
+                    if attempt.sites and self._follow_sites(attempt):
+                        continue
+                return self._returned((ep, attempt, log))
             if hidden:
                 # the user's own except caught torch's stop at a branch on data: the program has
                 # the except side baked in for every input, which no export may return
@@ -253,6 +315,17 @@ def why_left(methods, site: Site) -> str:
             if left:
                 return f"left as Python: {left[0]}"
     return _nothing_to_convert(site, rewritten=True)
+
+
+def _outside_unbranch() -> int:
+    """The ``stacklevel`` of a warning that names the caller's first frame outside unbranch."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(__file__)) + os.sep
 
 
 # what an attempt whose export returned a program stopped at: torch's error, caught by the user

@@ -76,6 +76,10 @@ class Report:
         lines += [f"  skipped {name}: {why}" for name, why in self.skipped]
         for n, attempt in enumerate(self.attempts, 1):
             outcome = f"stopped: {attempt.error}" if attempt.error else "exported"
+            if attempt.narrowed:
+                outcome += f", narrower than its dynamic dimensions ({'; '.join(attempt.narrowed[:3])})"
+            if attempt.returned and n < len(self.attempts):
+                outcome += ": its program is the one returned"
             lines.append(f"  export {n}: {outcome}")
             lines += [f"    at {s.where} in {s.name}(): {attempt.why.get(s.where, 'rewritten')}" for s in attempt.sites]
         if self.fallback:

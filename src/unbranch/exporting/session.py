@@ -124,7 +124,7 @@ def _guided(report: Report, call):
     try:
         return guide.run(call)
     finally:
-        for rm in guide.methods:
+        for rm in guide.used():
             if rm in report.rewritten:
                 continue
             same = [k for k, r in enumerate(report.rewritten) if (r.function, r.parent) == (rm.function, rm.parent)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 
 import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
@@ -129,12 +130,36 @@ def fail(message: str, construct: str, cause: BaseException | None = None):
     same text (``exporting.failures.runtime_failure`` reads it back)."""
     from ..errors import UnbranchError
 
+    inner = failure_in(cause) if cause is not None else None
+    if inner is not None:  # a construct inside this one failed: its reason is the one to give
+        message, construct = inner[0], inner[1]
     if torch.compiler.is_dynamo_compiling():
         torch._dynamo.graph_break(f"unbranch: {message} [{construct}]")
     error = UnbranchError.placed(message, construct)
     if cause is not None:
         raise error from cause
     raise error
+
+
+# what ``fail`` leaves in the text of the error dynamo raises for it: "unbranch: <message> [<construct>]"
+_FAILED = re.compile(r"unbranch: (.*?) \[([^\]]+)\][\"']\)")
+
+
+def failure_in(error: BaseException) -> tuple[str, str, BaseException] | None:
+    """(message, construct, the exception holding it) of a ``fail`` under dynamo among ``error``
+    and its causes: the innermost reason, which an enclosing cond's rejection must pass on."""
+    from ..errors import UnbranchError
+
+    seen = error
+    while seen is not None:
+        if isinstance(seen, UnbranchError):
+            where = f"{seen.path}:{seen.line}: " if seen.path and seen.line else ""
+            return f"{where}{seen.reason}", seen.construct or "", seen
+        found = _FAILED.search(str(seen))
+        if found:
+            return found.group(1), found.group(2), seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def origin_of_caller(depth: int) -> str:
