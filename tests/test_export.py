@@ -339,7 +339,9 @@ class NoneOutput(torch.nn.Module):
 
 
 def test_non_tensor_output_gives_clear_error():
-    with pytest.raises(unbranch.UnbranchError, match=r"test_export.py:\d+: .*produces a Python value"):
+    # None among the function's results on both sides: the rest of the function is in both branches
+    # (its value a constant of each), and the result itself holds the None no cond returns
+    with pytest.raises(unbranch.UnbranchError, match=r"test_export.py:\d+: .*a side gives None"):
         export_rewritten(NoneOutput(), (pos(3, 4),), strict=False)
 
 
@@ -369,14 +371,14 @@ class ShapeConditionPythonOutput(torch.nn.Module):
 
 
 @pytest.mark.parametrize("strict", MODES)
-def test_shape_condition_that_cond_cannot_take_falls_back(strict):
-    # float outputs: torch.cond refuses them, so the plain branch is taken and specialised,
-    # exactly as without unbranch
-    assert "tensor_outputs=False" in unbranch.transform_method(ShapeConditionPythonOutput.forward).code
+def test_shape_condition_choosing_a_float_covers_both_sides(strict):
+    # the float a side binds is no cond output: the rest of the function moves into both branches,
+    # where it is a constant, and the program covers both sizes (no specialisation to the example's)
+    assert "return _ub.if_stmt(x.shape[0] > 4" in unbranch.transform_method(ShapeConditionPythonOutput.forward).code
     ep = export_rewritten(ShapeConditionPythonOutput(), (pos(6, 3),), strict)
-    assert count_conds(ep) == 0
-    x = pos(7, 2)
-    torch.testing.assert_close(ep.module()(x), ShapeConditionPythonOutput()(x))
+    assert count_conds(ep) == 1
+    for x in (pos(7, 2), pos(3, 2)):
+        torch.testing.assert_close(ep.module()(x), ShapeConditionPythonOutput()(x))
 
 
 class UsesSuper(torch.nn.Linear):

@@ -365,11 +365,12 @@ class NoneOnOneSide(torch.nn.Module):
 
 
 @pytest.mark.parametrize("strict", MODES)
-def test_none_on_one_side_is_refused_with_its_reason(strict):
+def test_none_on_one_side_moves_the_rest_into_both_branches(strict):
     args = (_rows(3), _rows(3) > 0)
-    with pytest.raises(unbranch.UnbranchError, match="None .*torch.cond needs the same tensors") as info:
-        unbranch.export(NoneOnOneSide(), args, dynamic_shapes=DYNAMIC * 2, strict=strict)
-    assert (info.value.path, info.value.line) == (__file__, line_of(NoneOnOneSide, "if mask.any()"))
+    ep = unbranch.export(NoneOnOneSide(), args, dynamic_shapes=DYNAMIC * 2, strict=strict)
+    assert count_conds(ep) == 1
+    for x, mask in [args, (_rows(5), _rows(5) > 9), (_rows(2), _rows(2) < 0.2)]:
+        assert_same(ep.module()(x, mask), NoneOnOneSide()(x, mask))
 
 
 class BoxCheck(torch.nn.Module):

@@ -106,74 +106,81 @@ def forward(
 
     encoder_states = () if output_hidden_states else None
     all_attentions = () if output_attentions else None
-    all_global_attentions = () if (output_attentions and is_global_attn) else None
+    def branch_cond_rest_1(self, output_hidden_states, encoder_states, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions, all_attentions, all_global_attentions, padding_len, return_dict):
 
-    for idx, encoder_layer in enumerate(self.layers):
+        for idx, encoder_layer in enumerate(self.layers):
+            if output_hidden_states:
+                encoder_states = encoder_states + (hidden_states,)
+            # add LayerDrop (see https://huggingface.co/papers/1909.11556 for description)
+            to_drop = False
+            if self.training and self.layerdrop > 0.0:
+                dropout_probability = torch.rand([])
+                def branch_cond_then_2(to_drop):
+                    to_drop = True
+                    return to_drop
+                def branch_cond_else_2(to_drop):
+                    return to_drop
+                to_drop = _ub.if_stmt(dropout_probability < self.layerdrop, branch_cond_then_2, branch_cond_else_2, (to_drop,), literals=(0,))  # skip the layer
+
+            def branch_cond_then_3(encoder_layer, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions):
+                layer_outputs = (None, None, None)
+                return layer_outputs, hidden_states
+            def branch_cond_else_3(encoder_layer, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions):
+                layer_outputs = encoder_layer(
+                    hidden_states,
+                    attention_mask=attention_mask,
+                    is_index_masked=is_index_masked,
+                    is_index_global_attn=is_index_global_attn,
+                    is_global_attn=is_global_attn,
+                    output_attentions=output_attentions,
+                )
+                hidden_states = layer_outputs[0]
+                return layer_outputs, hidden_states
+            layer_outputs, hidden_states = _ub.if_stmt(to_drop, branch_cond_then_3, branch_cond_else_3, (encoder_layer, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions), tensor_outputs=False)
+
+            if output_attentions:
+                # bzs x seq_len x num_attn_heads x (num_global_attn + attention_window_len + 1) => bzs x num_attn_heads x seq_len x (num_global_attn + attention_window_len + 1)
+                all_attentions = all_attentions + (layer_outputs[1].transpose(1, 2),)
+
+                def branch_cond_then_4(all_global_attentions, layer_outputs):
+                    # bzs x num_attn_heads x num_global_attn x seq_len => bzs x num_attn_heads x seq_len x num_global_attn
+                    all_global_attentions = all_global_attentions + (layer_outputs[2].transpose(2, 3),)
+                    return all_global_attentions
+                def branch_cond_else_4(all_global_attentions, layer_outputs):
+                    return all_global_attentions
+                all_global_attentions = _ub.if_stmt(is_global_attn, branch_cond_then_4, branch_cond_else_4, (all_global_attentions, layer_outputs))
+
         if output_hidden_states:
             encoder_states = encoder_states + (hidden_states,)
-        # add LayerDrop (see https://huggingface.co/papers/1909.11556 for description)
-        to_drop = False
-        if self.training and self.layerdrop > 0.0:
-            dropout_probability = torch.rand([])
-            def branch_cond_then_1(to_drop):
-                to_drop = True
-                return to_drop
-            def branch_cond_else_1(to_drop):
-                return to_drop
-            to_drop = _ub.if_stmt(dropout_probability < self.layerdrop, branch_cond_then_1, branch_cond_else_1, (to_drop,), literals=(0,))  # skip the layer
 
-        def branch_cond_then_2(encoder_layer, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions):
-            layer_outputs = (None, None, None)
-            return layer_outputs, hidden_states
-        def branch_cond_else_2(encoder_layer, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions):
-            layer_outputs = encoder_layer(
-                hidden_states,
-                attention_mask=attention_mask,
-                is_index_masked=is_index_masked,
-                is_index_global_attn=is_index_global_attn,
-                is_global_attn=is_global_attn,
-                output_attentions=output_attentions,
+        # undo padding
+        def branch_cond_then_5(hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions):
+            # unpad `hidden_states` because the calling function is expecting a length == input_ids.size(1)
+            hidden_states = hidden_states[:, :-padding_len]
+            if output_hidden_states:
+                encoder_states = tuple(state[:, :-padding_len] for state in encoder_states)
+
+            if output_attentions:
+                all_attentions = tuple(state[:, :, :-padding_len, :] for state in all_attentions)
+            return hidden_states, encoder_states, all_attentions
+        def branch_cond_else_5(hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions):
+            return hidden_states, encoder_states, all_attentions
+        hidden_states, encoder_states, all_attentions = _ub.if_stmt(padding_len > 0, branch_cond_then_5, branch_cond_else_5, (hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions))
+
+        if not return_dict:
+            return tuple(
+                v for v in [hidden_states, encoder_states, all_attentions, all_global_attentions] if v is not None
             )
-            hidden_states = layer_outputs[0]
-            return layer_outputs, hidden_states
-        layer_outputs, hidden_states = _ub.if_stmt(to_drop, branch_cond_then_2, branch_cond_else_2, (encoder_layer, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions), tensor_outputs=False)
-
-        if output_attentions:
-            # bzs x seq_len x num_attn_heads x (num_global_attn + attention_window_len + 1) => bzs x num_attn_heads x seq_len x (num_global_attn + attention_window_len + 1)
-            all_attentions = all_attentions + (layer_outputs[1].transpose(1, 2),)
-
-            def branch_cond_then_3(all_global_attentions, layer_outputs):
-                # bzs x num_attn_heads x num_global_attn x seq_len => bzs x num_attn_heads x seq_len x num_global_attn
-                all_global_attentions = all_global_attentions + (layer_outputs[2].transpose(2, 3),)
-                return all_global_attentions
-            def branch_cond_else_3(all_global_attentions, layer_outputs):
-                return all_global_attentions
-            all_global_attentions = _ub.if_stmt(is_global_attn, branch_cond_then_3, branch_cond_else_3, (all_global_attentions, layer_outputs))
-
-    if output_hidden_states:
-        encoder_states = encoder_states + (hidden_states,)
-
-    # undo padding
-    def branch_cond_then_4(hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions):
-        # unpad `hidden_states` because the calling function is expecting a length == input_ids.size(1)
-        hidden_states = hidden_states[:, :-padding_len]
-        if output_hidden_states:
-            encoder_states = tuple(state[:, :-padding_len] for state in encoder_states)
-
-        if output_attentions:
-            all_attentions = tuple(state[:, :, :-padding_len, :] for state in all_attentions)
-        return hidden_states, encoder_states, all_attentions
-    def branch_cond_else_4(hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions):
-        return hidden_states, encoder_states, all_attentions
-    hidden_states, encoder_states, all_attentions = _ub.if_stmt(padding_len > 0, branch_cond_then_4, branch_cond_else_4, (hidden_states, padding_len, output_hidden_states, encoder_states, output_attentions, all_attentions))
-
-    if not return_dict:
-        return tuple(
-            v for v in [hidden_states, encoder_states, all_attentions, all_global_attentions] if v is not None
+        return LEDEncoderBaseModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=encoder_states,
+            attentions=all_attentions,
+            global_attentions=all_global_attentions,
         )
-    return LEDEncoderBaseModelOutput(
-        last_hidden_state=hidden_states,
-        hidden_states=encoder_states,
-        attentions=all_attentions,
-        global_attentions=all_global_attentions,
-    )
+    def branch_cond_then_1(branch_cond_rest_1, self, output_hidden_states, encoder_states, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions, all_attentions, padding_len, return_dict):
+        all_global_attentions = ()
+        return branch_cond_rest_1(self, output_hidden_states, encoder_states, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions, all_attentions, all_global_attentions, padding_len, return_dict)
+    def branch_cond_else_1(branch_cond_rest_1, self, output_hidden_states, encoder_states, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions, all_attentions, padding_len, return_dict):
+        all_global_attentions = None
+        return branch_cond_rest_1(self, output_hidden_states, encoder_states, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions, all_attentions, all_global_attentions, padding_len, return_dict)
+    return _ub.if_stmt(output_attentions and is_global_attn, branch_cond_then_1, branch_cond_else_1, (branch_cond_rest_1, self, output_hidden_states, encoder_states, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions, all_attentions, padding_len, return_dict))

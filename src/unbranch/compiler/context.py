@@ -76,6 +76,9 @@ class Context:
     flags_left_python: bool = False  # a construct left as Python tests a name unbranch made (a jump flag)
     # the kinds of candidate the screen found and the passes so far wrote; None: any (a hook wrote the tree)
     kinds: set | None = None
+    # lines (in the function's text) of dispatched ifs after which the rest moves into both branches
+    # whatever their outputs (torch named each for a value a cond cannot give: Options.continue_at)
+    continue_at: frozenset = frozenset()
 
     def may_hold(self, kind) -> bool:
         """Could the tree hold a candidate of ``kind`` (``passes.Kind``)?"""

@@ -64,6 +64,13 @@ class Origins:
             if isinstance(node, cst.CSTNode) and self.line(node) is None:
                 self._line[id(node)] = (node, line, twin if type(node) is type(old) else None, False)
 
+    def retested(self, new, old) -> None:
+        """``new`` stands for ``old`` on its line with a test of unbranch's own: classified as written
+        (no parser's statement to read the condition from)."""
+        line = self.line(old)
+        if line is not None:
+            self._line[id(new)] = (new, line, None, False)
+
     def relaid(self, new, old) -> None:
         """``new`` is ``old``'s own text laid out anew (a line of its own, a block of its own
         lines): it keeps all of ``old``'s origin, the parser's statement included."""

@@ -69,10 +69,14 @@ class Options:
     shape_conditions: bool = True  # False: an if on sizes alone stays plain Python (model discovery)
     lengths: bool = False  # True: len(t) may give a symbolic length (functions torch's export named)
     annotations: bool = True  # False: ``n: int`` may hold a tensor (torch's export named a branch on it)
+    # lines (in the function's text) of ifs after which the rest of the function moves into both branches
+    # (torch's export named each for a value a cond cannot give: None, an object, a module)
+    continue_at: frozenset = frozenset()
 
     def key(self) -> tuple:
         hooks = tuple(_hook_key(h) for h in (self.filter_node, self.pre_rewriter, self.post_rewriter))
-        return (self.prefix, self.strict, self.is_method, self.shape_conditions, self.lengths, self.annotations, hooks)
+        flags = (self.strict, self.is_method, self.shape_conditions, self.lengths, self.annotations)
+        return (self.prefix, *flags, tuple(sorted(self.continue_at)), hooks)
 
 
 def _hook_key(hook):
@@ -177,6 +181,7 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
         origins=origins,
         mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
         kinds=None if hooked else wanted,  # (the same set, grown below)
+        continue_at=frozenset(options.continue_at),
     )
     new = fn
     if options.pre_rewriter is not None:

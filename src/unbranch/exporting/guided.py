@@ -23,7 +23,7 @@ from ..errors import UnbranchError
 from ..load.rewriting import RewrittenMethod, options_for, rewrite
 from ..load.swap import original_code, swapped_in
 from ..runtime import source_map
-from ..runtime.control_flow import rejection
+from ..runtime.control_flow import python_value, rejection, torch_limit
 from .failures import (
     GENERATED,
     GuardLog,
@@ -65,6 +65,9 @@ class Guide:
     model: object = None  # the catalogue's semantic rewrites for its classes join the first retry
     level: dict = field(default_factory=dict)  # key -> the last of _LEVELS it was rewritten with
     hooks: dict = field(default_factory=dict)  # function -> the catalogue's hooks for it (kept in any rewrite)
+    # key -> lines of its ifs after which the rest moves into both branches (torch named each for a value
+    # a cond cannot give: Options.continue_at), kept in every later rewrite of it
+    continue_at: dict = field(default_factory=dict)
     # (program, attempt, its captured output): the program with the fewest narrowings so far, of an
     # export that worked but accepts less than its dynamic dimensions asked; returned if no retry does better
     fallback: tuple | None = None
@@ -143,6 +146,10 @@ class Guide:
                     raise self._stuck(attempt, n - 1)
                 continue
             attempt.error = first_line(error)
+            ours = error if isinstance(error, UnbranchError) else runtime_failure(error)
+            refused = ours or _refused_cond(error)  # (strict export: dynamo refuses the cond itself)
+            if refused is not None and self._continue_after(refused, attempt):
+                continue  # an if leaving a Python value: the rest of its function moves into its branches
             if isinstance(error, UnbranchError):
                 # a cond's branch calls code that branches on data (non-strict export traces a cond
                 # nested in a branch with dynamo, which names that code): rewrite it too
@@ -150,7 +157,6 @@ class Guide:
                 if cause is None or kind_of(cause) != "data" or not self._follow(cause, guards, attempt):
                     raise error
                 continue
-            ours = runtime_failure(error)
             if ours is not None:
                 raise ours from error
             if kind_of(error) is None:
@@ -220,20 +226,54 @@ class Guide:
         start = self.level[key] + 1 if key in self.level else first
         if start >= len(_LEVELS):
             return "rewritten already"
-        hooks = self.hooks.get(fn, {})
+        parent = found.parent if isinstance(found, Nested) else None
+        rm = None
         try:
             for level in range(start, len(_LEVELS)):
-                rm = rewrite(fn, options_for(fn, strict=False, lengths=True, **_LEVELS[level], **hooks))
-                if rm.changed:
+                rm = self._rewritten(key, fn, level, parent)
+                if rm is not None:
                     break
         except UnbranchError as e:
             return e.reason
-        if not rm.changed:
+        if rm is None:
             return _nothing_to_convert(site)
-        self.rewritten[key] = dataclasses.replace(rm, parent=found.parent if isinstance(found, Nested) else None)
-        self.level[key] = level
         attempt.rewritten.append(rm.qualname)
         return ""
+
+    def _continue_after(self, error: UnbranchError, attempt: Attempt) -> bool:
+        """The runtime refused a cond whose side gives a value no cond can (None, an object, a module)
+        at a line of a function rewritten here: rewrite it with the rest of the function moved into
+        that if's branches, where the value is a constant of each side. Did it?"""
+        if not python_value(error.reason) or error.path is None or error.line is None:
+            return False
+        for key, rm in self.rewritten.items():
+            first, text = rm.source.line, rm.source.text
+            if rm.source.path != error.path or not first <= error.line < first + text.count("\n"):
+                continue
+            line = error.line - first + 1
+            if line in self.continue_at.get(key, ()):
+                return False  # (moved already: the value is the function's result itself)
+            self.continue_at[key] = self.continue_at.get(key, frozenset()) | {line}
+            fn = rm.function if rm.parent is None else Nested(rm.parent, key).probe
+            changed = self._rewritten(key, fn, self.level.get(key, 0), rm.parent)
+            if changed is not None:
+                attempt.sites = [Site(error.path, error.line, rm.qualname.rsplit(".", 1)[-1])]
+                attempt.rewritten.append(changed.qualname)
+                return True
+        return False
+
+    def _rewritten(self, key, fn, level: int, parent=None) -> RewrittenMethod | None:
+        """``fn`` rewritten at ``level`` with what this guide knows of it (hooks, lines to continue after),
+        kept as ``key``'s rewrite; None when nothing changed."""
+        options = {**_LEVELS[level], **self.hooks.get(fn, {})}
+        if key in self.continue_at:
+            options["continue_at"] = self.continue_at[key]
+        rm = rewrite(fn, options_for(fn, strict=False, lengths=True, **options))
+        if not rm.changed:
+            return None
+        self.rewritten[key] = dataclasses.replace(rm, parent=parent)
+        self.level[key] = level
+        return rm
 
     def _nested_in_rewritten(self, site: Site) -> Nested | None:
         """A function of the user's nested in a rewritten one (compiled with it, as written): its own rewrite.
@@ -315,6 +355,12 @@ def why_left(methods, site: Site) -> str:
             if left:
                 return f"left as Python: {left[0]}"
     return _nothing_to_convert(site, rewritten=True)
+
+
+def _refused_cond(error: BaseException) -> UnbranchError | None:
+    """A known refusal of torch.cond's (``control_flow.torch_limit``) at the user's line, or None."""
+    limit = torch_limit(error)
+    return UnbranchError(limit, *place(error)) if limit else None
 
 
 def _outside_unbranch() -> int:

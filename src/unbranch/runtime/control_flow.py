@@ -81,12 +81,26 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
         fail(f"{origin_of_caller(1)}: torch.cond rejected this if on a tensor condition: {rejection(e)}", "if", e)
 
 
+# the meanings below (and if_stmt's own refusal) that say a side gives a value no cond can return
+_PYTHON_VALUES = (
+    "a Python value",
+    "a side gives None",
+    "gives a Python float or string",
+    "another value torch.cond cannot return",
+)
+
+
+def python_value(reason: str) -> bool:
+    """Does a refusal of this module's say a side gives a Python value (None, an object...)?"""
+    return any(marker in reason for marker in _PYTHON_VALUES)
+
+
 # what torch.cond says when it rejects its branches, and what that means in the user's code
 _LIMITS = [
     (
         ("Unmatched output spec", "differing branch outputs", "constant non-int"),
-        "one side leaves a value None (or gives another structure) where the other gives a tensor; "
-        "torch.cond needs the same tensors from both sides",
+        "a side gives None (or another value that is neither a tensor nor an int) among its results, or the "
+        "two sides give results of different structures; torch.cond needs the same tensors from both sides",
     ),
     (("expected same dtype",), "the two sides give tensors of different dtypes"),
     (("expected same dim",), "the two sides give tensors of different ranks"),

@@ -348,9 +348,9 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     if _symbolic(start, stop, step):
         device = accelerator(carry, reads)
         carry, body = _with_flags(carry, body, literals, n + m, device)
-    plain = isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1
+    plain = _is(start, 0) and _is(step, 1)
     # ``reversed(range(n))``, ``range(n - 1, -1, -1)``: the same steps as range(n), taken backwards
-    backwards = isinstance(stop, int) and stop == -1 and isinstance(step, int) and step == -1
+    backwards = _is(stop, -1) and _is(step, -1)
     steps = start + 1 if backwards else stop
     scannable = (plain or backwards) and not isinstance(steps, torch.Tensor) and not _data_dependent(steps)
     if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
@@ -409,6 +409,12 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     # SymInt stop becomes an input of the while_loop that torch.compile's inductor cannot take
     # ("A subgraph argument other than striding has been modified", torch 2.13)
     return _counted_with_bounds(start, stop, step, _unread(body, len(reads)), carry, mutated, kept, device)
+
+
+def _is(bound, value: int) -> bool:
+    """Is ``bound`` the int ``value`` for every size, asking without a guard? (Under dynamo a SymInt,
+    even one computed from data, shows as an int: ``==`` there would guard on it.)"""
+    return isinstance(bound, int) and statically_known_true(bound == value)
 
 
 def length(value):

@@ -405,6 +405,8 @@ class Classifier:
         self.params: set[str] = set()
         self.tensor_attributes: frozenset = frozenset()  # ``self.<name>`` known to hold tensors (discovery)
         self.literal_flags: set[str] = set()  # bool/int flags set under a tensor condition (_literal_flags)
+        # a ``range`` of values of unknown kind counts as symbolic (torch named the function: trust nothing)
+        self.counted_unknown = False
         self._memo: dict[str, str] = {}
         # id -> (ast expression, its kind), once the names are known: the passes ask again and again
         # about the same conditions (is it a candidate, what to note, how to refuse)
@@ -440,6 +442,7 @@ class Classifier:
                     c.static_names.add(p.arg)  # a literal default: a flag, a size, a mode string
         c._infer_assigned(fn)
         c.tensor_attributes = tensor_attributes
+        c.counted_unknown = not annotations
         c._kinds = {}  # the names are known: a kind no longer changes
         return c
 
@@ -652,7 +655,8 @@ class Classifier:
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range":
             if not 1 <= len(iterable.args) <= 3 or iterable.keywords:
                 return False
-            return any(self.kind(a) in (SHAPE, TENSOR) for a in iterable.args)
+            counted = (SHAPE, TENSOR, UNKNOWN) if self.counted_unknown else (SHAPE, TENSOR)
+            return any(self.kind(a) in counted for a in iterable.args)
         if isinstance(iterable, ast.Call) and getattr(iterable.func, "id", None) in ("enumerate", "zip", "reversed"):
             first = iterable.args[0] if iterable.args else None  # enumerate(x), zip(x, y): over x
             return first is not None and not isinstance(first, ast.Starred) and self.loop_candidate(first)

@@ -397,3 +397,34 @@ class _InOrder(cst.CSTVisitor):
 
     def visit_Name(self, node) -> None:
         self.order.setdefault(node.value)
+
+
+class _Bindings(OwnScope, cst.CSTVisitor):
+    """The values a block binds each name to with ``=`` (``a, b = 1, 2`` pairwise), anywhere in it."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[cst.BaseExpression]] = {}
+
+    def _bind(self, target, value) -> None:
+        if isinstance(target, cst.Name):
+            self.values.setdefault(target.value, []).append(value)
+        elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+            if len(target.elements) == len(value.elements):
+                for t, v in zip(target.elements, value.elements):
+                    self._bind(t.value, v.value)
+
+    def visit_Assign(self, node) -> None:
+        for t in node.targets:
+            self._bind(t.target, node.value)
+
+    def visit_AnnAssign(self, node) -> None:
+        if node.value is not None:
+            self._bind(node.target, node.value)
+
+
+def bound_values(stmts) -> dict[str, list[cst.BaseExpression]]:
+    """Name -> the expressions ``stmts`` assign it (in order; unpacking of a display pairwise)."""
+    v = _Bindings()
+    for s in stmts:
+        read(s, v)
+    return v.values

@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..analysis.classify import STATIC
 from ..analysis.effects import mutated_parameters
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, orelse_body
-from ..analysis.names import OwnScope, block_declared, block_writes, param_names
+from ..analysis.names import OwnScope, block_declared, block_writes, bound_values, param_names
 from ..analysis.walk import read
 from ..lower.build import branch_def, call_statement, explicit_super, in_order
-from ..passes import IF, Pass, Rewrite, Unchanged
+from ..passes import IF, IFEXP, Pass, Rewrite, Unchanged
+from .attribute_state import ATTRIBUTE
 
 
 def _needs_tail(s, ctx) -> bool:
@@ -66,36 +68,126 @@ def _sheltering(s) -> list:
     return []
 
 
-def _block(stmts, ctx, local, bound) -> list:
-    """``bound``: (names surely bound, names maybe bound) where ``stmts`` start."""
-    out = list(stmts)
+def _block(stmts, ctx, local, bound, whole: bool) -> list:
+    """``bound``: (names surely bound, names maybe bound) where ``stmts`` start; ``whole``: they run
+    to the end of the function (falling off it returns None)."""
+    out = stmts = [_chosen(s, stmts[i + 1 :], ctx) for i, s in enumerate(stmts)]
     for i, s in enumerate(stmts):
         last = i + 1 == len(stmts)
-        if _needs_tail(s, ctx) and (not last or isinstance(s, cst.If)):
-            return [*out[:i], *_push(s, stmts[i + 1 :], ctx, local, _after(stmts[:i], bound))]
+        if (_needs_tail(s, ctx) and (not last or isinstance(s, cst.If))) or (
+            not last and _leaves_python_value(s, stmts[:i], stmts[i + 1 :], ctx)
+        ):
+            return [*out[:i], *_push(s, stmts[i + 1 :], ctx, local, _after(stmts[:i], bound), whole)]
         if _sheltering(s) and _holds_tail(s, ctx):
             out[i] = _sheltered(s, ctx, local, _after(stmts[:i], bound))
     return out
 
 
+def _leaves_python_value(s, before, tail, ctx) -> bool:
+    """Is ``s`` a dispatched ``if`` after which the rest reads a value a branch leaves that no cond can
+    give: None, a flag, a string, a lambda (or any value, where torch named this ``if`` for one)?
+
+    The rest then moves into both branches, where that value is a constant of each side.
+    """
+    if not isinstance(s, cst.If) or not ctx.is_candidate(s):
+        return False
+    body, orelse = list(s.body.body), orelse_body(s)
+    outputs = block_writes(body + orelse) & live_in(tail, set())
+    if not outputs:
+        return False
+    if ctx.origins.line(s) in ctx.continue_at:
+        return True
+    earlier = bound_values(b for b in before if isinstance(b, cst.SimpleStatementLine))
+    for side in (body, orelse):
+        values = bound_values(side)
+        for name in outputs:
+            found = values.get(name) or earlier.get(name, [])[-1:]  # (unbound on this side: its value before)
+            if any(_python_value(v, ctx) for v in found):
+                return True
+    return False
+
+
+def _chosen(s, tail, ctx):
+    """``v = a if t else b`` choosing a value no cond can give (None, a string, a lambda; any value
+    where torch named the line for one) on a dispatched test, the rest reading ``v``: an ``if``
+    assigning each side, whose rest then moves into its branches (``_leaves_python_value``)."""
+    choice = _choice(s)
+    if choice is None:
+        return s
+    assign = s.body[0]
+    names = {t.target.value for t in assign.targets}
+    if ctx.classifier.kind(choice.test) == STATIC or not names & live_in(tail, set()):
+        return s
+    sides = (choice.body, choice.orelse)
+    if ctx.origins.line(s) not in ctx.continue_at and not any(_python_value(v, ctx) and not _number(v) for v in sides):
+        return s
+
+    def line(value):
+        made = cst.SimpleStatementLine([assign.with_changes(value=value)])
+        ctx.origins.inherit(made, s)
+        return made
+
+    new = cst.If(
+        choice.test.with_changes(lpar=[], rpar=[]) if _parenthesised(choice.test) else choice.test,
+        cst.IndentedBlock([line(choice.body)]),
+        orelse=cst.Else(cst.IndentedBlock([line(choice.orelse)])),
+        leading_lines=s.leading_lines,
+    )
+    ctx.origins.inherit(new, s)
+    return new
+
+
+def _choice(s) -> cst.IfExp | None:
+    """The conditional expression of a line ``v = a if t else b`` (names as targets), else None."""
+    if not isinstance(s, cst.SimpleStatementLine) or len(s.body) != 1 or not isinstance(s.body[0], cst.Assign):
+        return None
+    assign = s.body[0]
+    if isinstance(assign.value, cst.IfExp) and all(isinstance(t.target, cst.Name) for t in assign.targets):
+        return assign.value
+    return None
+
+
+def _parenthesised(e) -> bool:
+    return bool(getattr(e, "lpar", ()))
+
+
+def _number(e) -> bool:
+    """A number written out (``0.5``, ``-1``): ``_ub.pick`` keeps those a tensor under a tensor test."""
+    if isinstance(e, cst.UnaryOperation):
+        e = e.expression
+    return isinstance(e, (cst.Integer, cst.Float))
+
+
+def _python_value(value, ctx) -> bool:
+    """A value no cond gives: None, a string, a float, a lambda... Not a bool or int written out,
+    a flag a cond gives as a tensor (its ``literals``), also when it is part of the result."""
+    if isinstance(value, cst.Lambda):
+        return True
+    if _number(value) and not isinstance(
+        value.expression if isinstance(value, cst.UnaryOperation) else value, cst.Float
+    ):
+        return False
+    if isinstance(value, cst.Name) and value.value in ("True", "False"):
+        return False
+    return ctx.classifier.kind(value) == STATIC
+
+
 def _sheltered(s, ctx, local, bound):
     """A ``try``/``with`` whose blocks have the rest of each block moved through their ``if``s: a
     return under a dispatched test inside one ends its block on both sides (nothing leaves it)."""
+
+    def block(part, at):
+        return part.with_changes(body=part.body.with_changes(body=_block(part.body.body, ctx, local, at, False)))
+
     if isinstance(s, cst.With):
-        new = s.with_changes(body=s.body.with_changes(body=_block(s.body.body, ctx, local, bound)))
+        new = block(s, bound)
     else:
-        body = _block(s.body.body, ctx, local, bound)
-        handlers = [
-            h.with_changes(body=h.body.with_changes(body=_block(h.body.body, ctx, local, bound))) for h in s.handlers
-        ]
-        parts = {"body": s.body.with_changes(body=body), "handlers": handlers}
-        for name in ("orelse", "finalbody"):
-            part = getattr(s, name)
-            if part is not None:
-                after = _after(s.body.body, bound) if name == "orelse" else bound
-                parts[name] = part.with_changes(
-                    body=part.body.with_changes(body=_block(part.body.body, ctx, local, after))
-                )
+        parts = {"body": s.body.with_changes(body=_block(s.body.body, ctx, local, bound, False))}
+        parts["handlers"] = [block(h, bound) for h in s.handlers]
+        if s.orelse is not None:
+            parts["orelse"] = block(s.orelse, _after(s.body.body, bound))
+        if s.finalbody is not None:
+            parts["finalbody"] = block(s.finalbody, bound)
         new = s.with_changes(**parts)
     ctx.origins.inherit(new, s)
     return new
@@ -157,8 +249,10 @@ class _WithRest:
         return self.base.get(callee, default) if self.base is not None else default
 
 
-def _push(node: cst.If, tail, ctx, local, bound) -> list:
+def _push(node: cst.If, tail, ctx, local, bound, whole: bool) -> list:
     original = node
+    if ctx.kinds is not None:
+        ctx.kinds.add(ATTRIBUTE)  # the rest may set attributes, in a branch now: AttributeState's work
     both = tail and not ends_in_return(node.body.body) and not ends_in_return(orelse_body(node))
     rest_def = None
     params = _params(node, tail, local, bound) if both else None
@@ -168,7 +262,8 @@ def _push(node: cst.If, tail, ctx, local, bound) -> list:
         body = explicit_super(tail, ctx)
         if not ends_in_return(body):
             body = [*body, cst.SimpleStatementLine([cst.Return(cst.Name("None"))])]  # falling off the end
-        rest_def = branch_def(name, params, _block(body, ctx, local | set(params), (set(params), set(params))), [])
+        inside = _block(body, ctx, local | set(params), (set(params), set(params)), True)
+        rest_def = branch_def(name, params, inside, [])
         rest_def = rest_def.with_changes(leading_lines=node.leading_lines)
         ctx.generated.add(name)  # the passes after this one rewrite it as a function of its own
         helpers = ctx.mutating_helpers
@@ -180,11 +275,14 @@ def _push(node: cst.If, tail, ctx, local, bound) -> list:
         tail = [call_statement([], call, returns=True)]
     copies = iter(range(2))
 
+    if whole and tail and not ends_in_return(tail):  # (the function falls off its end there: None)
+        tail = [*tail, cst.SimpleStatementLine([cst.Return(cst.Name("None"))])]
+
     def branch(stmts):
         if ends_in_return(stmts) or not tail:
-            return _block(list(stmts), ctx, local, bound)
+            return _block(list(stmts), ctx, local, bound, whole)
         moved = tail if next(copies) == 0 else [ctx.origins.cloned(t) for t in tail]
-        return _block([*stmts, *moved], ctx, local, bound)
+        return _block([*stmts, *moved], ctx, local, bound, whole)
 
     body = branch(node.body.body)
     orelse = branch(orelse_body(node))
@@ -200,7 +298,7 @@ def _push(node: cst.If, tail, ctx, local, bound) -> list:
 
 
 class EarlyReturn(Pass):
-    HANDLES = frozenset({IF})
+    HANDLES = frozenset({IF, IFEXP})
     EXAMPLES = [
         Rewrite(
             """
@@ -261,9 +359,9 @@ class EarlyReturn(Pass):
         if original is not self.fn:
             return updated
         body = list(updated.body.body)
-        if not any(_holds_tail(s, self.ctx) for s in body):
+        if not any(_holds_tail(s, self.ctx) or isinstance(s, cst.If) or _choice(s) is not None for s in body):
             return updated  # (the names the function binds are a walk of all of it: only when needed)
         local = set(param_names(updated)) | block_writes(body)
         params = set(param_names(updated))
-        new = _block(body, self.ctx, local, (params, params))
+        new = _block(body, self.ctx, local, (params, params), True)
         return updated.with_changes(body=updated.body.with_changes(body=new))

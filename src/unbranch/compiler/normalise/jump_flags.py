@@ -247,6 +247,13 @@ _MODES = {
 }
 
 
+def _always(test) -> bool:
+    """``True`` or ``1`` written out: a loop only a jump ends."""
+    return (isinstance(test, cst.Name) and test.value == "True") or (
+        isinstance(test, cst.Integer) and test.value == "1"
+    )
+
+
 def _reenterable(node: cst.With, body) -> bool:
     """``with`` torch grad/autocast modes only, whose arguments the body does not rebind."""
     code = cst.Module([]).code_for_node
@@ -454,7 +461,9 @@ class JumpFlags(Pass):
                     return updated  # after a break the variable holds the step it stopped at
         names = {BREAK: "brk", CONTINUE: "cont", RETURN: "ret"}
         flags = {k: ctx.namer.new(names[k]) for k in sorted(found.kinds)}
-        tensors = ctx.is_candidate_loop(original)
+        # ``while True:`` that a jump under a dispatched if stops: a loop on that flag (a while_loop)
+        endless = isinstance(updated, cst.While) and _always(updated.test) and bool(stops) and found.under_dispatched
+        tensors = ctx.is_candidate_loop(original) or endless
         guarded = bool(stops) and isinstance(updated, cst.For)  # the whole body goes under `if not brk:`
         try:
             try:
@@ -489,11 +498,17 @@ class JumpFlags(Pass):
             before[0] = before[0].with_changes(leading_lines=updated.leading_lines)
             new = new.with_changes(leading_lines=[])
             stopped = lowering.guard(set(names), [cst.SimpleStatementLine([cst.Pass()])]).test.expression
-            if isinstance(updated, cst.While):
+            if endless:
+                new = new.with_changes(test=runtime_predicate(cst.UnaryOperation(cst.Not(), stopped), ctx))
+                if ctx.kinds is not None:
+                    ctx.kinds.add(LOOP)  # a loop the screen saw none in: WhileToLoop's work now
+            elif isinstance(updated, cst.While):
                 test = cst.BooleanOperation(cst.UnaryOperation(cst.Not(), stopped), cst.And(), updated.test)
                 new = new.with_changes(test=runtime_predicate(test, ctx))
             else:
                 guard = cst.If(cst.UnaryOperation(cst.Not(), stopped), cst.IndentedBlock(new_body))
                 new_body = [guard]
         new = new.with_changes(body=new.body.with_changes(body=new_body))
+        if endless:
+            ctx.origins.retested(new, original)  # (the loop's test is the flag now, no longer True)
         return cst.FlattenSentinel([*before, new, *after]) if before or after else new

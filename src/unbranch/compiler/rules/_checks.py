@@ -137,6 +137,7 @@ class _PythonValues(OwnScope, cst.CSTVisitor):
 
     def __init__(self, names):
         self.names, self.found = set(names), False
+        self.returns = self.nones = 0  # returns seen, of which of None (the function's result on both sides)
 
     def _python(self, value) -> bool:
         if isinstance(value, (cst.Tuple, cst.List)):
@@ -158,12 +159,17 @@ class _PythonValues(OwnScope, cst.CSTVisitor):
                     self.found |= name in self.names and self._python(value.value)
 
     def visit_Return(self, node):
-        self.found |= node.value is None or self._python(node.value)
+        self.returns += 1
+        if node.value is None or (isinstance(node.value, cst.Name) and node.value.value == "None"):
+            self.nones += 1
+        else:
+            self.found |= self._python(node.value)
 
 
 def binds_python_values(stmts, names) -> bool:
-    """True when a branch plainly produces None/bool/float/str for an output (cond cannot)."""
+    """True when a branch plainly produces None/bool/float/str for an output (cond cannot); a
+    function returning None on every path of both branches returns nothing from a cond (it can)."""
     v = _PythonValues(names)
     for s in stmts:
         read(s, v)
-    return v.found
+    return v.found or 0 < v.nones < v.returns

@@ -200,7 +200,9 @@ def as_written(body, runtime: str) -> list:
 
 
 class _Lengths(cst.CSTTransformer):
-    """``len(x)``, or ``_ub.len_(x)`` (normalise/lengths wrote it), -> ``_ub.length(x)``."""
+    """``len(x)``, or ``_ub.len_(x)`` (normalise/lengths wrote it), -> ``_ub.length(x)``; ``int(t)`` and
+    ``int(t.item())`` -> ``_ub.int_(t)`` (a count computed from data stays a tensor the loop counts up
+    to; a number ``.item()`` took would be a symbol no loop op can count to under strict export)."""
 
     def __init__(self, ctx):
         super().__init__()
@@ -209,9 +211,16 @@ class _Lengths(cst.CSTTransformer):
     def leave_Call(self, original, updated):
         f, args = updated.func, updated.args
         ours = isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == self.ctx.runtime
+        alone = len(args) == 1 and args[0].keyword is None and not args[0].star
         named = (isinstance(f, cst.Name) and f.value == "len") or (ours and f.attr.value == "len_")
-        if named and len(args) == 1 and args[0].keyword is None and not args[0].star:
+        if named and alone:
             return self.ctx.runtime_call("length", args[0].value)
+        if isinstance(f, cst.Name) and f.value == "int" and alone:
+            value = args[0].value
+            call = value.func if isinstance(value, cst.Call) and not value.args else None
+            if isinstance(call, cst.Attribute) and call.attr.value == "item":  # int(t.item()) is int(t)
+                value = call.value
+            return self.ctx.runtime_call("int_", value)
         return updated
 
 
@@ -238,8 +247,8 @@ class LoopRule(Pass):
     def symbolic_lengths(self, expr: cst.BaseExpression) -> cst.BaseExpression:
         """``expr`` (a loop's bounds or test) with ``len(x)`` as ``_ub.length(x)``: the size stays
         symbolic, where Python's ``len`` would fix it to the example's under non-strict export."""
-        if "len" in set(param_names(self.fn)) | block_writes(self.fn.body.body):
-            return expr  # (the user's own len)
+        if {"len", "int"} & (set(param_names(self.fn)) | block_writes(self.fn.body.body)):
+            return expr  # (the user's own len or int)
         return transform(expr, _Lengths(self.ctx))
 
     def _generated(self, node) -> bool:
