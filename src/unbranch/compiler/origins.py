@@ -64,6 +64,10 @@ class Origins:
             if isinstance(node, cst.CSTNode) and self.line(node) is None:
                 self._line[id(node)] = (node, line, twin if type(node) is type(old) else None, False)
 
+    def placed_at(self, new, line: int) -> None:
+        """``new``, which unbranch wrote, stands for the code at ``line`` (no statement of the parser's)."""
+        self._line[id(new)] = (new, line, None, False)
+
     def retested(self, new, old) -> None:
         """``new`` stands for ``old`` on its line with a test of unbranch's own: classified as written
         (no parser's statement to read the condition from)."""

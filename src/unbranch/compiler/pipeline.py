@@ -26,22 +26,26 @@ from .context import Context, Namer, taken_names
 from .normalise import suites
 from .normalise.attribute_state import AttributeState
 from .normalise.condition_forms import ConditionForms
+from .normalise.conversions import Conversions
 from .normalise.early_return import EarlyReturn
 from .normalise.elif_chain import ElifChain
 from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
-from .normalise.lengths import Lengths
+from .normalise.match_chain import MatchChain
 from .normalise.torch_assert import TorchAssert
 from .origins import Origins
 from .parse import parse_module
 from .rules.for_to_scan import ForToScan
 from .rules.if_to_cond import IfToCond
 from .rules.ifexp_to_cond import IfExpToCond
+from .rules.keyed_choice import KeyedChoice
 from .rules.raise_to_check import RaiseToCheck
+from .rules.select_by_data import SelectByData
 from .rules.while_to_loop import WhileToLoop
 from .source import SourceInfo
 
 PASSES = [
+    MatchChain,  # match on data -> the if/elif chain of its cases' comparisons
     TorchAssert,  # torch._assert(c, m) -> assert c, m (for RaiseToCheck)
     RaiseToCheck,  # first of the rules: `if c: raise` must not count as an early return
     ElifChain,  # dispatched elifs become `else: if`, so each if is a replaceable statement
@@ -49,8 +53,10 @@ PASSES = [
     JumpFlags,  # other break/continue/return in loops -> flags, `if not flag:` guards, `if ret: return v` after
     EarlyReturn,  # then the code after a one-sided return (also those JumpFlags left) moves into the other branch
     ConditionForms,  # bool(t), x in t, any(...), torch.equal in dispatched tests
-    Lengths,  # len(t) in functions torch named (option `lengths`)
+    Conversions,  # len(t), bool(t), int(t), float(t) of data in functions torch named (option `lengths`)
     AttributeState,  # self.n set in a converted if or loop -> a local, written back after it
+    SelectByData,  # container[int(t)] -> _ub.select (before the rules move code into functions they do not enter)
+    KeyedChoice,  # max/min/sorted(..., key=) -> _ub.max_by/min_by/sorted_by
     IfExpToCond,  # before IfToCond: a conditional expression in a branch moves into its function as a call
     IfToCond,  # liveness on the final shape of the code, then branch functions
     ForToScan,  # after the ifs: a converted if inside a loop is plain statements by now

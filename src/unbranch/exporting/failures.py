@@ -36,6 +36,7 @@ _DATA = re.compile(
     r"|data-dependent expression|Could not extract specialized integer from data-dependent"
     r"|PendingUnbackedSymbolNotFound"  # torch 2.14: indexing with a tensor under strict export
     r"|builtin operator `\w+` with argument types \['Tensor'"  # dynamo: range(t), a Python value of a tensor
+    r"|when trying to handle op (?:max|min|sorted)\b"  # dynamo: max(xs, key=...), keys compared in Python
 )
 _DATA_OUTPUT = re.compile(
     r"DataDependentOutputException|Data dependent operator"  # an operator whose Python result is data (torch.equal)

@@ -5,6 +5,8 @@
     if any(t.any() for t in xs) ->  if _ub.any_(t.any() for t in xs):
     if pad_id in ids[:, -1]:    ->  if _ub.in_(pad_id, ids[:, -1]):
     if torch.equal(a, b):       ->  if _ub.equal(a, b):
+    if torch.allclose(a, b):    ->  if _ub.allclose(a, b):
+    if math.isclose(v, 0.0):    ->  if _ub.isclose(v, 0.0):
 
 (normalise/condition_forms.py writes these, in the tests of dispatched ifs and whiles only.)
 Each helper returns exactly what Python's form returns, unless torch.export traces and a
@@ -17,6 +19,7 @@ itself, so it fails as the original did.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import operator
 
@@ -26,7 +29,22 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statica
 from ._tracing import is_symbolic, tracing
 
 # the operators rewritten code calls as ``_ub.<name>``
-__all__ = ["all_", "any_", "bool_", "equal", "float_", "in_", "int_", "len_", "not_in"]
+__all__ = [
+    "all_",
+    "allclose",
+    "any_",
+    "bool_",
+    "equal",
+    "float_",
+    "in_",
+    "int_",
+    "isclose",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "len_",
+    "not_in",
+]
 
 _SYM_NUMBERS = (torch.SymInt, torch.SymFloat)
 
@@ -160,6 +178,55 @@ def equal(a, b):
     n = torch.sym_min(a.numel(), b.numel())
     elements = (a.reshape(-1)[:n] == b.reshape(-1)[:n]).all()
     return _combine([functools.reduce(operator.and_, unknown), elements], "and")
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``torch.allclose(a, b, ...)``; while tracing, a 0-d bool tensor (torch's own gives Python the
+    answer, which is data)."""
+    if not (tracing() and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
+
+
+def _of_data(value) -> bool:
+    """A number that may be data while tracing: a one-element tensor, a symbolic float or int (under
+    dynamo, which shows those as Python numbers, any number that is not an int)."""
+    if not tracing():
+        return False
+    dynamo = torch.compiler.is_dynamo_compiling() and isinstance(value, float)
+    return dynamo or isinstance(value, (torch.Tensor, *_SYM_NUMBERS))
+
+
+def _number(value) -> torch.Tensor:
+    """``value`` as a 0-d float64 tensor (a one-element tensor's element, a symbolic or Python number)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(torch.float64).reshape(())
+    return torch.scalar_tensor(value, dtype=torch.float64)
+
+
+def isclose(a, b, *, rel_tol=1e-09, abs_tol=0.0):
+    """``math.isclose(a, b, ...)``; while tracing, on a number that is data, a 0-d bool tensor of the same
+    test: equal, or ``|a - b| <= max(rel_tol * max(|a|, |b|), abs_tol)``."""
+    if not (_of_data(a) or _of_data(b)):
+        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+    a, b = _number(a), _number(b)
+    bound = torch.maximum(rel_tol * torch.maximum(a.abs(), b.abs()), torch.scalar_tensor(abs_tol, dtype=torch.float64))
+    return (a == b) | ((a - b).abs() <= bound)
+
+
+def isfinite(value):
+    """``math.isfinite(value)``; a 0-d bool tensor for a number that is data while tracing."""
+    return torch.isfinite(_number(value)) if _of_data(value) else math.isfinite(value)
+
+
+def isnan(value):
+    """``math.isnan(value)``; a 0-d bool tensor for a number that is data while tracing."""
+    return torch.isnan(_number(value)) if _of_data(value) else math.isnan(value)
+
+
+def isinf(value):
+    """``math.isinf(value)``; a 0-d bool tensor for a number that is data while tracing."""
+    return torch.isinf(_number(value)) if _of_data(value) else math.isinf(value)
 
 
 def len_(value):

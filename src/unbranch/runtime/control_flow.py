@@ -240,6 +240,10 @@ def _root(t):
 
 def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
     leaves, spec = pytree.tree_flatten(tuple(operands))
+    # a number computed from data (``v = t.item()``) cannot be closed over by a branch ("Failed to
+    # convert args/kwargs to proxy"): it goes in as the 0-d tensor holding it, which arithmetic and
+    # comparisons in the branch take as they take the number
+    leaves = [_held(leaf) for leaf in leaves]
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tensors = [leaves[i] for i in positions]
     # one tensor under two names (``b = x``) goes in once and is one tensor in the branch, as it is
@@ -305,6 +309,17 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
             else:
                 out = operands[k]
     return out
+
+
+def _held(leaf):
+    """An unbacked symbolic number as a 0-d tensor of its value (anything else as it is). Under dynamo,
+    which shows a symbolic float as a Python float, every float (a constant one costs a 0-d input)."""
+    if isinstance(leaf, float) and torch.compiler.is_dynamo_compiling():
+        return torch.scalar_tensor(leaf, dtype=torch.float64)
+    if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool)) and free_unbacked_symbols(leaf):
+        kind = {torch.SymInt: torch.int64, torch.SymFloat: torch.float64, torch.SymBool: torch.bool}[type(leaf)]
+        return torch.scalar_tensor(leaf, dtype=kind)
+    return leaf
 
 
 def _container(value) -> bool:

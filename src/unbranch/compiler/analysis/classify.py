@@ -61,7 +61,12 @@ _TENSOR_IS_METHODS = {
 }
 # what unbranch.runtime's condition helpers (normalise/condition_forms) stand for: their
 # value has the kind of their arguments, as the Python form they replace had
-_RUNTIME_FORMS = {"bool_", "int_", "float_", "any_", "all_", "in_", "not_in", "equal"}  # (equal: torch.equal)
+_RUNTIME_FORMS = {"bool_", "int_", "float_", "any_", "all_", "in_", "not_in", "equal", "allclose"} | {
+    "isclose",
+    "isfinite",
+    "isnan",
+    "isinf",
+}  # (equal, allclose: torch's; isclose...: math's)
 _SHAPE_METHODS = {"size", "numel", "nelement"}
 _TENSOR_METHODS = {
     "any",
@@ -621,8 +626,8 @@ class Classifier:
         name = func.attr  # a method, also on a call's result: torch.isfinite(x).all()
         dotted = dotted_name(func)
         if self.runtime is not None and dotted == [self.runtime, name] and name in _RUNTIME_FORMS:
-            if name == "equal":
-                return TENSOR  # torch.equal(a, b)
+            if name in ("equal", "allclose"):
+                return TENSOR  # torch.equal(a, b), torch.allclose(a, b)
             if name in ("any_", "all_"):
                 return self._items_kind(e.args)
             return combine(*(self.kind(a) for a in e.args))  # _ub.bool_(t): what bool(t) was
@@ -631,7 +636,8 @@ class Classifier:
         if dotted and dotted[0] == "torch":
             if name in _SHAPE_METHODS:  # torch.numel(x) reads a size, not data
                 return SHAPE
-            static = name in _STATIC_TORCH or name.startswith("is_")  # torch.is_tensor, torch.is_grad_enabled
+            # torch.is_tensor, torch.is_grad_enabled (not torch.is_nonzero(t): bool(t) of data)
+            static = name in _STATIC_TORCH or (name.startswith("is_") and name != "is_nonzero")
             static = static or (len(dotted) > 2 and dotted[1] in _STATIC_MODULES)
             return STATIC if static else TENSOR
         if name in _SHAPE_METHODS:

@@ -1,6 +1,7 @@
 """Python's truth tests on tensors in a condition -> runtime helpers (``_ub.bool_(t)``, ``_ub.in_``...).
 
-Python evaluates ``bool(t)``, ``x in t``, ``any(...)``, ``torch.equal`` and chained
+Python evaluates ``bool(t)``, ``x in t``, ``any(...)``, ``torch.equal``/``allclose``/``is_nonzero``,
+``math.isclose``/``isfinite``/``isnan``/``isinf`` of a number from a tensor and chained
 comparisons with ``__bool__``/``__contains__``/``.item()``, which torch.export cannot trace
 on a tensor; each helper (runtime/conditions.py) returns exactly Python's value eagerly and a
 tensor or SymBool only while torch.export traces. Only places where a tensor may stand for
@@ -20,6 +21,11 @@ from ..analysis.names import block_writes, param_names
 
 _CONVERSIONS = {"bool": "bool_", "int": "int_", "float": "float_"}
 _REDUCTIONS = {"any": "any_", "all": "all_"}
+# module functions whose Python result is data: the helper of the same meaning (arguments kept as given)
+_MODULE_FORMS = {
+    "torch": {"equal": "equal", "allclose": "allclose", "is_nonzero": "bool_"},
+    "math": {"isclose": "isclose", "isfinite": "isfinite", "isnan": "isnan", "isinf": "isinf"},
+}
 
 
 class TruthForms:
@@ -96,16 +102,13 @@ class TruthForms:
                 return self.helper(_CONVERSIONS[func.value], [_bare(self.truth(arg))], e)
             if func.value in _REDUCTIONS:
                 return self.helper(_REDUCTIONS[func.value], [self.items(arg)], e)
-        if (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value == "torch"
-            and func.attr.value == "equal"
-            and positional
-            and len(args) == 2
-            and "torch" not in self.shadowed
-        ):
-            return self.helper("equal", [a.value for a in args], e)
+        module = func.value.value if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else None
+        if module in _MODULE_FORMS and module not in self.shadowed:
+            form = _MODULE_FORMS[module].get(func.attr.value)
+            if form is not None and not any(a.star for a in args):
+                if form == "bool_":  # torch.is_nonzero(t) is bool(t) of a one-element tensor
+                    args = [a.with_changes(value=_bare(self.truth(a.value))) for a in args]
+                return self.helper(form, [], e).with_changes(args=args)
         return e
 
     def items(self, arg: cst.BaseExpression) -> cst.BaseExpression:

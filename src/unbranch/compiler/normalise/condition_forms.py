@@ -23,7 +23,8 @@ from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
 # the cheap screen: a call of a form, or `in` on a line starting an if/elif/while
 _FORMS = re.compile(
-    r"\b(bool|int|float|any|all|equal)\(|^\s*(?:(?:el)?if|while)\b.*(\bin\b|[<>=!]=?.*[<>=!]=)"
+    r"\b(bool|int|float|any|all|equal|allclose|is_nonzero|isclose|isfinite|isnan|isinf)\("
+    r"|^\s*(?:(?:el)?if|while)\b.*(\bin\b|[<>=!]=?.*[<>=!]=)"
     r"|^\s*(?:(?:el)?if|while)\b.*[<>].*[<>]",
     re.MULTILINE,
 )

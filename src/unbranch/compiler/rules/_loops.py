@@ -149,6 +149,7 @@ class AtSubscripts(Inheriting):
             isinstance(f, cst.Attribute)
             and f.attr.value in _INDEXING_METHODS
             and not self._runtime_call(f.value)
+            and not (isinstance(f.value, cst.Name) and f.value.value == self.runtime)  # (``_ub.select``)
             and any(expr_reads(a.value) & self.indices for a in updated.args)
         ):  # ``x.select(0, i)``, ``x.narrow(0, i, 2)``: the index is a 0-d tensor there too
             return updated.with_changes(func=f.with_changes(value=_at(f.value, self.runtime)))
@@ -200,7 +201,7 @@ def as_written(body, runtime: str) -> list:
 
 
 class _Lengths(cst.CSTTransformer):
-    """``len(x)``, or ``_ub.len_(x)`` (normalise/lengths wrote it), -> ``_ub.length(x)``; ``int(t)`` and
+    """``len(x)``, or ``_ub.len_(x)`` (normalise/conversions wrote it), -> ``_ub.length(x)``; ``int(t)`` and
     ``int(t.item())`` -> ``_ub.int_(t)`` (a count computed from data stays a tensor the loop counts up
     to; a number ``.item()`` took would be a symbol no loop op can count to under strict export)."""
 

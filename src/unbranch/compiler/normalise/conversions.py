@@ -1,0 +1,92 @@
+"""``len(t)``, ``bool(t)``, ``int(t)``, ``float(t)`` -> runtime forms in a function torch's export named:
+a Python number that is data stays symbolic until something truly needs its value.
+
+    num_rois = len(rois)              ->    num_rois = _ub.len_(rois)
+    return bool((x > 1.5).any())      ->    return _ub.bool_((x > 1.5).any())
+
+``Tensor.__len__``/``__bool__``/``__int__``/``__float__`` must return Python values; when the
+value is data (``boxes[keep]`` after NMS, a flag a helper computes from a tensor), export
+stops there. Each form is Python's own eagerly and for values torch knows; under export it
+gives the symbolic length, or a 0-d tensor standing for the number, which a dispatched ``if``
+of the caller takes as a cond, arithmetic and comparisons as any tensor. Where a real Python
+value is needed later (a ``range``, a shape), torch stops at that line instead, which names
+it. Conversions of plain tensor expressions only (the original cannot run under export
+there), and only for the functions ``unbranch.export`` rewrites because torch stopped in them
+(the ``lengths`` option), not in model discovery: a harmless ``len`` there is no reason to
+change code.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+
+import libcst as cst
+
+from ..analysis.classify import STATIC, TENSOR
+from ..analysis.names import block_writes, param_names
+from ..passes import Kind, Pass, Rewrite, Unchanged
+
+_FORMS = {"len": "len_", "bool": "bool_", "int": "int_", "float": "float_"}
+
+
+def _converts(node, classifier) -> bool:
+    if not (isinstance(node.func, ast.Name) and node.func.id in _FORMS and len(node.args) == 1):
+        return False
+    return node.func.id == "len" or classifier.kind(node.args[0]) == TENSOR
+
+
+CONVERSION = Kind("conversion", r"\b(?:len|bool|int|float)\(", (ast.Call,), _converts)
+
+
+class Conversions(Pass):
+    HANDLES = frozenset({CONVERSION})
+    EXPRESSIONS = True
+    OPTIONS = {"lengths": True}  # only for the functions torch's export named
+    EXAMPLES = [
+        Rewrite(
+            """
+            def forward(self, rois, levels):
+                num_rois = len(rois)
+                return torch.zeros(num_rois, len(levels))
+            """,
+            """
+            def forward(self, rois, levels):
+                num_rois = _ub.len_(rois)
+                return torch.zeros(num_rois, _ub.len_(levels))
+            """,
+        ),
+        Rewrite(
+            """
+            def forward(self, x):
+                return bool((x > 1.5).any())
+            """,
+            """
+            def forward(self, x):
+                return _ub.bool_((x > 1.5).any())
+            """,
+        ),
+        Unchanged(  # plainly Python: a literal's length, a size's int
+            """
+            def forward(self, rois):
+                return rois[: len((1, 2)) + int(rois.shape[0] / 2)]
+            """
+        ),
+    ]
+
+    @functools.cached_property
+    def shadowed(self) -> set[str]:
+        return set(param_names(self.fn)) | block_writes(self.fn.body.body)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        func, args = updated.func, updated.args
+        if not (isinstance(func, cst.Name) and func.value in _FORMS and len(args) == 1) or func.value in self.shadowed:
+            return updated
+        if args[0].keyword is not None or args[0].star:
+            return updated
+        kind = self.ctx.classifier.kind(original.args[0].value)
+        if kind == STATIC or (func.value != "len" and kind != TENSOR):
+            return updated
+        return self.ctx.runtime_call(_FORMS[func.value], args[0].value).with_changes(
+            lpar=updated.lpar, rpar=updated.rpar
+        )
