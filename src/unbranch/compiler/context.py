@@ -79,6 +79,10 @@ class Context:
     # lines (in the function's text) of dispatched ifs after which the rest moves into both branches
     # whatever their outputs (torch named each for a value a cond cannot give: Options.continue_at)
     continue_at: frozenset = frozenset()
+    named: bool = False  # torch's export named this function (Options.lengths): what may be data is data
+    # flags JumpFlags made for a break (or return) in a for loop whose whole body they guard: once one
+    # is set, the loop's remaining steps do nothing, and an eager run may stop (the loops' ``stops``)
+    stop_flags: set = field(default_factory=set)
 
     def may_hold(self, kind) -> bool:
         """Could the tree hold a candidate of ``kind`` (``passes.Kind``)?"""

@@ -25,6 +25,7 @@ from .analysis.classify import Classifier
 from .context import Context, Namer, taken_names
 from .normalise import suites
 from .normalise.attribute_state import AttributeState
+from .normalise.comprehensions import Comprehensions
 from .normalise.condition_forms import ConditionForms
 from .normalise.conversions import Conversions
 from .normalise.early_return import EarlyReturn
@@ -46,6 +47,7 @@ from .source import SourceInfo
 
 PASSES = [
     MatchChain,  # match on data -> the if/elif chain of its cases' comparisons
+    Comprehensions,  # a comprehension over rows -> the loop appending to a list it stands for
     TorchAssert,  # torch._assert(c, m) -> assert c, m (for RaiseToCheck)
     RaiseToCheck,  # first of the rules: `if c: raise` must not count as an early return
     ElifChain,  # dispatched elifs become `else: if`, so each if is a replaceable statement
@@ -188,6 +190,7 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
         mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
         kinds=None if hooked else wanted,  # (the same set, grown below)
         continue_at=frozenset(options.continue_at),
+        named=options.lengths,
     )
     new = fn
     if options.pre_rewriter is not None:

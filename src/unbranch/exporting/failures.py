@@ -329,15 +329,19 @@ class GuardLog(logging.Filter):
 
     def __enter__(self):
         self._level = self._logger.level
-        self._emits = self._logger.getEffectiveLevel()
+        self._disabled = logging.root.manager.disable  # (``logging.disable(...)``: no record reaches a filter)
+        self._emits = self._logger.getEffectiveLevel() if self._disabled < logging.INFO else logging.CRITICAL + 1
         self._logger.addFilter(self)
-        if self._emits > logging.INFO:
+        if self._disabled >= logging.INFO:
+            logging.disable(logging.NOTSET)
+        if self._logger.getEffectiveLevel() > logging.INFO:
             self._logger.setLevel(logging.INFO)
         return self
 
     def __exit__(self, *exc):
         self._logger.removeFilter(self)
         self._logger.setLevel(self._level)
+        logging.disable(self._disabled)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if "[guard added]" in str(record.msg):

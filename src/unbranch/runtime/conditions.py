@@ -27,6 +27,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_false, statically_known_true
 
 from ._tracing import is_symbolic, tracing
+from .loops import Stacked
 
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = [
@@ -115,13 +116,28 @@ def _combine(values, op: str):
 
 
 def any_(iterable):
-    """``any(iterable)``; while tracing, the logical or of the symbolic items (all of them are evaluated)."""
+    """``any(iterable)``; while tracing, the logical or of the symbolic items (all of them are evaluated),
+    or of the rows a scan stacked (a loop appended them)."""
+    if isinstance(iterable, Stacked):
+        return _rows_truth(iterable).any()
     return any(iterable) if not tracing() else _fold(iterable, "or")
 
 
 def all_(iterable):
-    """``all(iterable)``; while tracing, the logical and of the symbolic items (all of them are evaluated)."""
+    """``all(iterable)``; while tracing, the logical and of the symbolic items (all of them are evaluated),
+    or of the rows a scan stacked."""
+    if isinstance(iterable, Stacked):
+        return _rows_truth(iterable).all()
     return all(iterable) if not tracing() else _fold(iterable, "and")
+
+
+def _rows_truth(items) -> torch.Tensor:
+    """The truth of each stacked item: one element each, as ``bool()`` needs of every item."""
+    rows = items.tensor()
+    rows = rows.reshape(rows.shape[0], -1)
+    torch._check(rows.shape[1] == 1, lambda: "bool() of an item of several elements")
+    rows = rows[:, 0]
+    return rows if rows.dtype == torch.bool else rows != 0
 
 
 def _fold(iterable, op: str):

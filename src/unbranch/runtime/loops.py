@@ -47,6 +47,7 @@ __all__ = [
     "length",
     "row",
     "stack",
+    "sum_",
     "unconverted_loop",
     "while_stmt",
     "write_row",
@@ -291,10 +292,10 @@ class _Row:
             value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
         while value.dim() > len(self.shape) and value.shape[0] == 1:  # out[i] = v[None] drops it, as setitem does
             value = value[0]
-        same = value.dim() == len(self.shape) and all(
-            statically_known_true(a == b) for a, b in zip(value.shape, self.shape)
-        )
-        value = value if same else value.expand(self.shape)  # (an expanded view is copied once more)
+        # a value of fewer dimensions than a row (out[i] = 0.5) gets size-1 ones: the rows' one copy into
+        # the buffer broadcasts them as the store does (no size of the row is read in the step: under
+        # dynamo a symbolic one from outside the step fails the scan, "LazyProxy")
+        value = value.reshape((1,) * (len(self.shape) - value.dim()) + tuple(value.shape))
         return _Row((self.shape, self.dtype, self.device), index, value)
 
     def row(self) -> torch.Tensor:
@@ -326,7 +327,7 @@ def _with_flags(carry, body, literals, count: int, device):
     return tensorised(tuple(carry), literals, device), step
 
 
-def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), literals=(), reads=()):
+def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), literals=(), reads=(), stops=()):
     """``for i in range(*bounds): body`` -> ``scan``/``while_loop`` when a bound is a symbolic size.
 
     ``appends``: the lists the body appends one value to at each step (``outs.append(v)``); the
@@ -336,6 +337,7 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     (``out[i] = v``). Eagerly the body writes them; under a scan the step gets a ``_Row`` in
     their place, its rows come back stacked and are copied into the buffer once, after the loop.
     ``literals``: the carries that are the user's bool or int flags (tensors in a scan or while_loop).
+    ``stops``: as for ``for_each``.
     ``reads``: tensors the body reads whole rows of at the index and never changes (``x[i]``,
     written ``_ub.row(x_row, x, i)``); the body takes one argument for each after the index:
     ``None`` (the body reads ``x[i]`` itself), except under a scan, which slices each with as many
@@ -357,12 +359,14 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
         state, step_body = tuple(carry), _unread(body, len(reads))
         for i in range(start, stop, step):
             state = _append(_as_tuple(step_body(i, *state), n + m), n, appends)
+            if any(state[k] for k in stops):
+                break  # (the remaining steps would do nothing: see for_each)
         return _from_tuple((*state, *appends))
     if scannable:
         _for_executorch(carry, _origin)
-        # rows of a symbolic size stay in the carried buffer: dynamo takes no SymInt into the step
-        # as a constant ("Cannot construct ConstantVariable"), and the buffer's own shape as an input
-        # of the step fails in torch's scan too
+        # rows of a symbolic size stay in the carried buffer under non-strict export: dynamo takes no
+        # SymInt into the step as a constant ("Cannot construct ConstantVariable"); under strict export
+        # dynamo shows it as an int, and no row size is read in the step (see _Row.written)
         rows = tuple(k for k in rows if carry[k].dim() > 0 and all(isinstance(d, int) for d in carry[k].shape[1:]))
         loose = [k for k in range(n) if k not in rows]  # what the scan carries
         # (the buffers' metadata read here: read in the step, they would become inputs of the scan)
@@ -490,6 +494,13 @@ def stack(tensors, dim=0):
     return tensors.tensor().movedim(0, dim)
 
 
+def sum_(items):
+    """``sum(outs)`` after a loop that appended to ``outs``: the stacked rows summed under a scan."""
+    if not isinstance(items, Stacked):
+        return sum(items)
+    return items.tensor().sum(0)
+
+
 def cat(tensors, dim=0):
     """``torch.cat(outs, dim)`` after a loop that appended to ``outs`` (a ``Stacked`` under a scan)."""
     if not isinstance(tensors, Stacked):
@@ -511,13 +522,25 @@ def _range_args(bounds) -> tuple:
 
 
 def for_each(
-    iterable, body, carry=(), mutated=(), kept=(), enumerated=None, zipped=False, unbind=False, appends=(), literals=()
+    iterable,
+    body,
+    carry=(),
+    mutated=(),
+    kept=(),
+    enumerated=None,
+    zipped=False,
+    unbind=False,
+    appends=(),
+    literals=(),
+    stops=(),
 ):
     """``for row in x: body`` -> ``scan`` over the first dimension of tensors of symbolic length.
 
     ``enumerated=start``: ``for i, row in enumerate(x, start)`` (the body takes ``i, row``);
     ``zipped``: ``for a, b in zip(x, y)`` (``iterable`` is the tuple of zipped values);
-    ``unbind``: ``for row in x.unbind(0)`` (``iterable`` is ``x``, whose ``unbind(0)`` Python iterates).
+    ``unbind``: ``for row in x.unbind(0)`` (``iterable`` is ``x``, whose ``unbind(0)`` Python iterates);
+    ``stops``: the carried flags of a ``break`` (or ``return``) guarding the whole body: the eager loop
+    ends once one is set, as the original's break does (a generator is advanced no further).
     """
     sources = tuple(iterable) if zipped else (iterable,)
     lengths = [t.shape[0] for t in sources if isinstance(t, torch.Tensor) and t.dim() > 0]
@@ -534,6 +557,8 @@ def for_each(
         for item in items:
             args = item if (zipped or enumerated is not None) else (item,)
             state = _append(_as_tuple(body(*args, *state), count + m), count, appends)
+            if any(state[k] for k in stops):
+                break
         return _from_tuple((*state, *appends))
     if any(_data_dependent(n) for n in lengths):
         _refuse_data_dependent("for loop")

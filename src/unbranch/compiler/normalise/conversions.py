@@ -87,6 +87,9 @@ class Conversions(Pass):
         kind = self.ctx.classifier.kind(original.args[0].value)
         if kind == STATIC or (func.value != "len" and kind != TENSOR):
             return updated
-        return self.ctx.runtime_call(_FORMS[func.value], args[0].value).with_changes(
-            lpar=updated.lpar, rpar=updated.rpar
-        )
+        value = args[0].value
+        inner = value.func if isinstance(value, cst.Call) and not value.args else None
+        if func.value != "len" and isinstance(inner, cst.Attribute) and inner.attr.value == "item":
+            value = inner.value  # int(t.item()) is int(t): the tensor itself, not a symbol of its value
+        call = self.ctx.runtime_call(_FORMS[func.value], value)
+        return call.with_changes(lpar=updated.lpar, rpar=updated.rpar)

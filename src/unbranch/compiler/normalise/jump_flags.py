@@ -271,9 +271,11 @@ def _guardable_for(node: cst.For, ctx) -> bool:
     tuple display, or an attribute of ``self`` (a ModuleList, a list of sizes: a container, read
     again by every call), or ``enumerate``/``zip``/``reversed`` of those.
 
-    Not over an argument merely assumed to be a tensor: it may be a generator.
+    Not over an argument merely assumed to be a tensor, which may be a generator, unless torch
+    named the function and the loop is one a rule converts: the runtime's eager loop then stops
+    at the flag (``stops``), so a generator is advanced exactly as far as the break.
     """
-    return _container(node.iter, ctx)
+    return _container(node.iter, ctx) or (ctx.named and ctx.is_candidate_loop(node))
 
 
 def _container(it, ctx) -> bool:
@@ -508,6 +510,7 @@ class JumpFlags(Pass):
             else:
                 guard = cst.If(cst.UnaryOperation(cst.Not(), stopped), cst.IndentedBlock(new_body))
                 new_body = [guard]
+                ctx.stop_flags.update(names)
         new = new.with_changes(body=new.body.with_changes(body=new_body))
         if endless:
             ctx.origins.retested(new, original)  # (the loop's test is the flag now, no longer True)

@@ -221,6 +221,7 @@ class _RowsChanged(cst.CSTVisitor):
 
 
 _STACKS = {"stack", "cat"}
+_REDUCTIONS = {"sum": "sum_", "any": "any_", "all": "all_"}  # builtins over a list's items -> runtime forms
 # calls whose result has a length known only from tensor data (``torch.where`` with one argument)
 _DATA_DEPENDENT = {"nonzero", "unique", "unique_consecutive", "tolist", "masked_select", "argwhere", "where"}
 
@@ -277,21 +278,23 @@ def _append_target(stmt) -> tuple[str, cst.BaseExpression] | None:
     return f.value.value, call.args[0].value
 
 
-def _stack_of(call: cst.Call) -> str | None:
-    """``outs`` for ``torch.stack(outs, ...)`` / ``torch.cat(outs, ...)``."""
-    f = call.func
-    if (
-        isinstance(f, cst.Attribute)
-        and isinstance(f.value, cst.Name)
-        and f.value.value == "torch"
-        and f.attr.value in _STACKS
-        and call.args
-        and call.args[0].keyword is None
-        and not call.args[0].star
-        and isinstance(call.args[0].value, cst.Name)
-    ):
-        return call.args[0].value.value
-    return None
+def _stack_of(call: cst.Call, runtime: str | None = None) -> tuple[str, str] | None:
+    """(``outs``, the runtime's form) for a call that takes every item of the list ``outs`` at once:
+    ``torch.stack(outs, ...)``/``torch.cat(outs, ...)`` (``stack``, ``cat``), ``sum(outs)`` (``sum_``),
+    ``any(outs)``/``all(outs)`` or their runtime forms (``any_``, ``all_``)."""
+    f, args = call.func, call.args
+    if not args or args[0].keyword is not None or args[0].star or not isinstance(args[0].value, cst.Name):
+        return None
+    owner = f.value.value if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) else None
+    if owner == "torch" and f.attr.value in _STACKS:
+        form = f.attr.value
+    elif owner is not None and owner in (runtime, "_ub") and f.attr.value in ("any_", "all_"):
+        form = f.attr.value
+    elif isinstance(f, cst.Name) and f.value in _REDUCTIONS and len(args) == 1:
+        form = _REDUCTIONS[f.value]
+    else:
+        return None
+    return args[0].value.value, form
 
 
 class _Uses(cst.CSTVisitor):
@@ -305,9 +308,9 @@ class _Uses(cst.CSTVisitor):
         self.all[node.value] = self.all.get(node.value, 0) + 1
 
     def visit_Call(self, node):
-        name = _stack_of(node)
-        if name is not None:
-            self.stacked[name] = self.stacked.get(name, 0) + 1
+        found = _stack_of(node)
+        if found is not None:
+            self.stacked[found[0]] = self.stacked.get(found[0], 0) + 1
 
 
 def _uses(stmts) -> _Uses:
@@ -628,10 +631,10 @@ class ForToScan(LoopRule):
         return frozenset(found.names)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
-        name = _stack_of(updated)
-        if name is None or name not in self._stacked:
+        found = _stack_of(updated, self.ctx.runtime)
+        if found is None or found[0] not in self._stacked:
             return updated
-        return updated.with_changes(func=cst.Attribute(cst.Name(self.ctx.runtime), cst.Name(updated.func.attr.value)))
+        return updated.with_changes(func=cst.Attribute(cst.Name(self.ctx.runtime), cst.Name(found[1])))
 
     def _appends(self, original: cst.For, body) -> list[tuple[int, str]]:
         """(position in the body, list) of each ``outs.append(v)`` whose list is only stacked after the loop."""
@@ -745,6 +748,9 @@ class ForToScan(LoopRule):
         if reads:
             keywords["reads"] = tuple_node([cst.Name(name) for name in reads])
         keywords.update(form.keywords)
+        stops = [k for k, n in enumerate(state.names) if n in self.ctx.stop_flags]
+        if stops:  # (eagerly the loop ends once one is set: its remaining steps would do nothing)
+            keywords["stops"] = tuple_node([cst.Integer(str(k)) for k in stops])
         if lists:
             keywords["appends"] = cst.Tuple([cst.Element(cst.Name(n)) for n in lists])
             self._stacked.update(lists)
