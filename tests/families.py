@@ -479,7 +479,7 @@ PROGRAMS = {
     "list of tensors changed in a branch": Program(
         4,
         ListChangedInBranch,
-        (_X, _X),
+        (_X, _X.clone()),
         ({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC}),
         [(_rows(3, sign=-1), _rows(3)), (_rows(6), _rows(6))],
     ),

@@ -55,11 +55,30 @@ def test_narrowing_branch_is_rewritten(strict, dim):
 
 
 @pytest.mark.parametrize("strict", MODES)
-def test_no_better_program_returns_the_plain_one_with_a_warning(strict):
+def test_resampled_positions_cover_every_length(strict):
     model = ResampledPositions()
-    x = torch.randn(2, 6, 8)
+    ep = unbranch.export(model, (torch.randn(2, 6, 8),), dynamic_shapes=({1: Dim.DYNAMIC},), strict=strict)
+    assert not unbranch.report_of(ep).attempts[-1].narrowed
+    for length in (4, 6, 9):
+        y = torch.randn(2, length, 8)
+        assert_same(ep.module()(y), model(y))
+
+
+class FlattenWide(torch.nn.Module):
+    """The sides give tensors of different ranks: no cond merges them."""
+
+    def forward(self, x):
+        if x.shape[1] > 4:
+            x = x.flatten(1)
+        return x * 2
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_no_better_program_returns_the_plain_one_with_a_warning(strict):
+    model = FlattenWide()
+    x = torch.randn(2, 6, 3)
     plain = torch.export.export(model, (x,), dynamic_shapes=({1: Dim.DYNAMIC},), strict=strict)
-    line = line_of(ResampledPositions.forward, "if x.shape")
+    line = line_of(FlattenWide.forward, "if x.shape")
     with pytest.warns(UserWarning, match=f"py:{line} .*narrowed it") as seen:
         ep = unbranch.export(model, (x,), dynamic_shapes=({1: Dim.DYNAMIC},), strict=strict)
     assert seen[0].filename == __file__  # (the user's call)
@@ -67,7 +86,7 @@ def test_no_better_program_returns_the_plain_one_with_a_warning(strict):
     report = unbranch.report_of(ep)
     assert report.attempts[0].returned and not report.rewritten
     for length in (6, 9):
-        y = torch.randn(2, length, 8)
+        y = torch.randn(2, length, 3)
         assert_same(ep.module()(y), model(y))
 
 

@@ -33,6 +33,8 @@ from .normalise.elif_chain import ElifChain
 from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
 from .normalise.match_chain import MatchChain
+from .normalise.placeholders import Placeholders
+from .normalise.shared_tail import SharedTail
 from .normalise.torch_assert import TorchAssert
 from .origins import Origins
 from .parse import parse_module
@@ -51,12 +53,14 @@ PASSES = [
     TorchAssert,  # torch._assert(c, m) -> assert c, m (for RaiseToCheck)
     RaiseToCheck,  # first of the rules: `if c: raise` must not count as an early return
     ElifChain,  # dispatched elifs become `else: if`, so each if is a replaceable statement
+    SharedTail,  # what both sides end with, where no branch function could carry it, runs after the if
     LeadingBreak,  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
     JumpFlags,  # other break/continue/return in loops -> flags, `if not flag:` guards, `if ret: return v` after
     EarlyReturn,  # then the code after a one-sided return (also those JumpFlags left) moves into the other branch
     ConditionForms,  # bool(t), x in t, any(...), torch.equal in dispatched tests
     Conversions,  # len(t), bool(t), int(t), float(t) of data in functions torch named (option `lengths`)
     AttributeState,  # self.n set in a converted if or loop -> a local, written back after it
+    Placeholders,  # a name one side sets, read later only under the same test: the other side sets it too
     SelectByData,  # container[int(t)] -> _ub.select (before the rules move code into functions they do not enter)
     KeyedChoice,  # max/min/sorted(..., key=) -> _ub.max_by/min_by/sorted_by
     IfExpToCond,  # before IfToCond: a conditional expression in a branch moves into its function as a call

@@ -14,6 +14,7 @@ import sys
 import traceback
 
 import torch
+from torch._prims_common import is_contiguous_or_false
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 
@@ -27,7 +28,7 @@ __all__ = ["and_", "given", "if_exp", "if_stmt", "not_", "or_", "pick", "right_n
 observers: list = []
 
 
-def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True, kept=(), literals=()):
+def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True, kept=(), literals=(), in_place=()):
     """Run ``then_fn(*operands)`` or ``else_fn(*operands)``; a ``torch.cond`` when ``pred`` is symbolic.
 
     ``mutated`` lists the operand positions a branch may change in place. Eagerly the branch
@@ -40,6 +41,9 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
     float...): no cond can return that, so a shape condition takes the plain branch (and
     specialises, as the original ``if`` does) instead of failing the export.
     ``literals``: the outputs that are the user's bool or int flags; a cond gives them as tensors.
+    ``in_place``: the operands whose entries (a list's or dict's tensors) a branch changes in place
+    only, never rebinds: after a cond the change is copied into the very tensors (their aliases see it),
+    where entries a branch rebinds are replaced in the container.
     """
     if not tensor_outputs and isinstance(pred, torch.Tensor) and is_symbolic(pred):
         fail(
@@ -63,20 +67,23 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
     if isinstance(pred, torch.SymBool) and free_unbacked_symbols(pred):
         pred = torch.full((), pred, dtype=torch.bool)  # data (``t.item() > 0``): a tensor, never a guard
     try:
-        return _cond(pred, then_fn, else_fn, operands, mutated, kept, literals)
+        return _cond(pred, then_fn, else_fn, operands, mutated, kept, literals, in_place)
     except Exception as e:  # under strict export dynamo never lets torch's own errors reach here
         if isinstance(pred, torch.SymBool):
             # A shape condition torch.cond cannot take (e.g. non-tensor outputs): specialise on
             # it as the plain ``if`` would have, rather than fail an export that worked before.
             return then_fn(*operands) if pred else else_fn(*operands)
-        everything = _tensor_operands(operands)
+        containers = [k for k in range(len(operands)) if _container(operands[k])]
+        everything = sorted({*_tensor_operands(operands), *containers})
         if "mutation" in str(e) and set(mutated) != set(everything):
-            # changed in place by code the compiler cannot see (a helper, a C extension):
-            # every tensor operand gets the clone-and-write-back treatment, if none shares memory
+            # changed in place by code the compiler cannot see (a helper, a C extension): every tensor
+            # operand gets the clone-and-write-back treatment, if none shares memory, and so do the
+            # entries of every list or dict (in place, where the compiler saw no entry rebound)
             unwritable = _unwritable(then_fn, operands, everything)
             if unwritable:
                 _refuse(unwritable)
-            return _cond(pred, then_fn, else_fn, operands, everything, kept, literals)
+            unseen = [k for k in containers if k not in mutated]
+            return _cond(pred, then_fn, else_fn, operands, everything, kept, literals, (*in_place, *unseen))
         # (through fail: under strict export torch 2.14's dynamo cannot build the project's error)
         fail(f"{origin_of_caller(1)}: torch.cond rejected this if on a tensor condition: {rejection(e)}", "if", e)
 
@@ -208,7 +215,19 @@ def _unwritable(branch, operands, mutated) -> str | None:
         if isinstance(operands[k], tuple) and all(isinstance(v, (torch.Tensor, _IMMUTABLE)) for v in operands[k]):
             continue  # only its tensors can change, in place
         if _container(operands[k]):
-            continue  # its entries come back out of the cond and are written back (_cond)
+            # its entries come back out of the cond and are written back (_cond): each a copy, which
+            # an entry sharing memory with another tensor handed in would no longer be
+            leaves = [_root(v) for v in pytree.tree_leaves(operands[k])]
+            others = [_root(v) for j in roots for v in [operands[j]]]
+            others += [
+                r
+                for j in range(len(operands))
+                if j != k and _container(operands[j])
+                for r in (_root(v) for v in pytree.tree_leaves(operands[j]))
+            ]
+            if any(r is q for n, r in enumerate(leaves) for q in [*leaves[:n], *others]):
+                return f"{name(k)} (a {type(operands[k]).__name__} holding a tensor shared with another one handed in)"
+            continue
         return f"{name(k)} (a {type(operands[k]).__name__})"
     return None
 
@@ -238,7 +257,7 @@ def _root(t):
     return t._base if t._base is not None else t
 
 
-def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
+def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=(), in_place=()):
     leaves, spec = pytree.tree_flatten(tuple(operands))
     # a number computed from data (``v = t.item()``) cannot be closed over by a branch ("Failed to
     # convert args/kwargs to proxy"): it goes in as the 0-d tensor holding it, which arithmetic and
@@ -273,9 +292,12 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
             clones = tuple(ts[slot[k]].clone() for k in writable)
             for n, k in enumerate(writable):
                 values[positions[k]] = clones[n]
+            for n, i in enumerate(positions):  # a container's entries: its own copies, for the branch to change
+                if owners[i] in containers:
+                    values[i] = ts[slot[n]].clone()
             rebuilt = pytree.tree_unflatten(values, spec)
             out = fn(*rebuilt)
-            out = () if out is None else out
+            out = () if out is None else _dense(out)
             if literals or device is not None:  # (one output is the value itself, as for kept)
                 single = not isinstance(out, tuple)
                 out = tensorised((out,) if single else out, literals, device)
@@ -296,6 +318,11 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
     if containers:
         out, entries = out
         for k, new in zip(containers, entries):
+            old_leaves, new_leaves = pytree.tree_leaves(operands[k]), pytree.tree_leaves(new)
+            if k in in_place and len(old_leaves) == len(new_leaves):
+                for old, value in zip(old_leaves, new_leaves):
+                    old.copy_(value)  # (the same tensors, as Python's in-place change leaves them)
+                continue
             if isinstance(operands[k], dict):
                 operands[k].clear()
                 operands[k].update(new)
@@ -309,6 +336,12 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=()):
             else:
                 out = operands[k]
     return out
+
+
+def _dense(out):
+    """``out`` with each tensor that is not contiguous made so: torch.cond needs the same strides from
+    both sides, and a side giving ``w.t()`` where the other gives ``w`` differs in layout alone."""
+    return pytree.tree_map_only(torch.Tensor, lambda t: t if is_contiguous_or_false(t) else t.contiguous(), out)
 
 
 def _held(leaf):
@@ -487,7 +520,8 @@ def _cond_exp(pred, then_fn, else_fn, origin: str):
 def _copied(side):
     def branch():
         # dynamo names graph inputs after local names: no tensor is bound to one here (see _cond)
-        return pytree.tree_map_only(torch.Tensor, torch.Tensor.clone, side())
+        # (a copy of one layout: a side giving ``w.t()`` where the other gives ``w`` differs in strides)
+        return pytree.tree_map_only(torch.Tensor, lambda t: t.clone(memory_format=torch.contiguous_format), side())
 
     branch.__name__ = getattr(side, "__name__", "side")
     return branch

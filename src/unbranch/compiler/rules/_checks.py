@@ -173,3 +173,35 @@ def binds_python_values(stmts, names) -> bool:
     for s in stmts:
         read(s, v)
     return v.found or 0 < v.nones < v.returns
+
+
+class _EntriesBound(OwnScope, cst.CSTVisitor):
+    """Names whose entries a block binds or deletes (``buf[0] = v``, ``del d[k]``): a list's or dict's
+    entries rebound there, where ``buf[0] += v`` and ``buf[0].add_(v)`` change the entry in place."""
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+
+    def _target(self, target) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._target(el.value)
+        elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            self.found.add(target.value.value)
+
+    def visit_AssignTarget(self, node) -> None:
+        self._target(node.target)
+
+    def visit_AnnAssign(self, node) -> None:
+        self._target(node.target)
+
+    def visit_Del(self, node) -> None:
+        self._target(node.target)
+
+
+def entries_bound(stmts) -> set[str]:
+    """Names whose entries ``stmts`` bind or delete (``_EntriesBound``)."""
+    v = _EntriesBound()
+    for s in stmts:
+        read(s, v)
+    return v.found

@@ -28,11 +28,11 @@ from ..analysis.classify import SHAPE
 from ..analysis.effects import block_effects
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surroundings
-from ..analysis.names import block_writes, param_names
+from ..analysis.names import block_reads, block_writes, bound_values, param_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
 from ..lower.predicates import runtime_predicate
 from ..passes import IF, IFEXP, LOOP, Cannot, Pass, Refused, Rewrite, Unchanged
-from ._checks import binds_python_values, blockers, holds_unconverted, lost_effect
+from ._checks import binds_python_values, blockers, entries_bound, holds_unconverted, lost_effect
 from ._loops import indexed_by_test
 
 
@@ -113,6 +113,19 @@ class IfToCond(Pass):
         return set(param_names(self.fn))
 
     @functools.cached_property
+    def containers(self) -> set[str]:
+        """Names the function binds only to lists and dicts it builds (``[...]``, ``{...}``, ``list(...)``)."""
+        built = (cst.List, cst.Dict, cst.ListComp, cst.DictComp)
+        return {
+            name
+            for name, values in bound_values(self.fn.body.body).items()
+            if all(
+                isinstance(v, built) or (isinstance(v, cst.Call) and getattr(v.func, "value", None) in ("list", "dict"))
+                for v in values
+            )
+        }
+
+    @functools.cached_property
     def fn_effects(self):
         """The whole function's effects: asked only about a name rebound on one side of an if."""
         return block_effects(self.fn.body.body, self.ctx.mutating_helpers)
@@ -126,7 +139,10 @@ class IfToCond(Pass):
             # code left as Python: specialise on the size as the plain if does (never worse)
             ctx.note(original, "left", "a size condition over code left as Python specialises as a plain if")
             return updated
-        body, orelse = list(original.body.body), orelse_body(original)
+        live = self.facts.after(original)
+        dropped = _dead_dels(original.body.body, live) | _dead_dels(orelse_body(original), live)
+        body = [b for b in original.body.body if id(b) not in dropped]
+        orelse = [b for b in orelse_body(original) if id(b) not in dropped]
         try:
             plan = self._plan(original, body, orelse)
         except Cannot as why:
@@ -134,8 +150,10 @@ class IfToCond(Pass):
         operands, outputs, mutated, kept = plan.operands, plan.outputs, plan.mutated, plan.kept
         then_name, else_name = ctx.namer.numbered(ctx.prefix, ("then", "else"))
         returns = outputs is None
-        new_body = indexed_by_test(explicit_super(updated.body.body, ctx), updated.test, ctx)
-        new_orelse = indexed_by_test(explicit_super(orelse_body(updated), ctx), updated.test, ctx)
+        kept_body = [b for b in updated.body.body if id(b) not in dropped]
+        kept_orelse = [b for b in orelse_body(updated) if id(b) not in dropped]
+        new_body = indexed_by_test(explicit_super(kept_body, ctx), updated.test, ctx)
+        new_orelse = indexed_by_test(explicit_super(kept_orelse, ctx), updated.test, ctx)
         else_header = updated.orelse.body.header if isinstance(updated.orelse, cst.Else) else None
         defs = [
             branch_def(then_name, operands, new_body, outputs).with_changes(leading_lines=updated.leading_lines),
@@ -149,6 +167,9 @@ class IfToCond(Pass):
         ]
         if mutated:
             args.append(keyword("mutated", tuple_node([cst.Integer(str(operands.index(m))) for m in mutated])))
+        in_place = [m for m in mutated if m in self.containers and m not in entries_bound(body + orelse)]
+        if in_place:  # (a list's or dict's entries changed in place only: copied back into the same tensors)
+            args.append(keyword("in_place", tuple_node([cst.Integer(str(operands.index(m))) for m in in_place])))
         if kept:
             pairs = [
                 tuple_node([cst.Integer(str(outputs.index(n))), cst.Integer(str(operands.index(n)))]) for n in kept
@@ -258,3 +279,19 @@ class IfToCond(Pass):
                     "(which object that change reaches depends on the branch: a cond cannot express it)"
                 )
         return None
+
+
+def _dead_dels(stmts, live_after) -> set[int]:
+    """Ids of the lines of ``stmts`` that only ``del`` names read nowhere after them (in the block or
+    after the if): a branch function's locals end with it, so dropping them changes nothing."""
+    dead = set()
+    for k, s in enumerate(stmts):
+        if not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(small, cst.Del) for small in s.body)):
+            continue
+        targets = [small.target for small in s.body]
+        if not all(isinstance(t, cst.Name) for t in targets):
+            continue
+        names = {t.value for t in targets}
+        if not names & (set(live_after) | block_reads(stmts[k + 1 :]) | block_writes(stmts[k + 1 :])):
+            dead.add(id(s))
+    return dead
