@@ -342,6 +342,30 @@ class EarlyReturn(Pass):
                     return branch_cond_rest_1(x)
             """,
         ),
+        Rewrite(
+            """
+            def forward(self, x):
+                mode = "scale"
+                if x.abs().max() > 2:
+                    mode = "clip"
+                if mode == "clip":
+                    return x.clamp(-2, 2)
+                return x * 0.5
+            """,
+            """
+            def forward(self, x):
+                mode = "scale"
+                def branch_cond_rest_1(mode, x):
+                    if mode == "clip":
+                        return x.clamp(-2, 2)
+                    return x * 0.5
+                if x.abs().max() > 2:
+                    mode = "clip"
+                    return branch_cond_rest_1(mode, x)
+                else:
+                    return branch_cond_rest_1(mode, x)
+            """,
+        ),
         Unchanged(
             """
             def forward(self, x, mask=None):
