@@ -388,6 +388,95 @@ class TransposedSide(torch.nn.Module):
         return x @ w
 
 
+# --- added with the mechanisms of the second round: an index bound to a name, numbers compared by
+# max/min, keys read with .item(), containers whose length or keys a side changes, reports that
+# torch cannot trace inside a cond, sides of two dtypes ---------------------------------------------
+
+
+class HeadByBoundIndex(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.heads = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x, which):
+        k = int(which.sum()) % 3
+        return self.heads[k](x)
+
+
+class ExtremesOfItems(torch.nn.Module):
+    def forward(self, x):
+        lo, hi = x.min().item(), x.max().item()
+        peak = max(abs(lo), abs(hi))
+        if min(peak, 1.5) == 1.5:
+            x = x / peak
+        return x + max(peak, 0.5)
+
+
+class SortedByItemKeys(torch.nn.Module):
+    def forward(self, x):
+        parts = x.split(2, dim=-1)
+        ordered = sorted(parts, key=lambda p: p.abs().sum().item(), reverse=True)
+        return torch.cat(ordered, dim=-1)
+
+
+class AppendsOnBothSides(torch.nn.Module):
+    def forward(self, x):
+        parts = [x]
+        if x.mean() > 0.5:
+            parts.append(x.exp())
+        else:
+            parts.append(x.sin())
+        parts.append(x * 2)
+        return torch.cat(parts, dim=-1)
+
+
+class KeyAddedOnOneSide(torch.nn.Module):
+    def forward(self, x, y):
+        terms = {"main": x.pow(2).mean()}
+        if (y > 0).any():
+            terms["aux"] = y.clamp_min(0).mean()
+        return sum(terms.values()) + x
+
+
+class EntryDeletedOnOneSide(torch.nn.Module):
+    def forward(self, x):
+        feats = {"a": x * 2, "b": x + 1}
+        if x.min() < 0:
+            del feats["b"]
+        return feats.get("b", feats["a"]) - 1
+
+
+class SidesOfTwoDtypes(torch.nn.Module):
+    def forward(self, counts):
+        if counts.sum() > 10:
+            y = counts * 0.5
+        else:
+            y = counts * 2
+        return y.float() / 3
+
+
+class CategorisedWarning(torch.nn.Module):
+    def forward(self, x):
+        if x.abs().max() > 2:
+            warnings.warn(f"clipping a peak of {x.abs().max().item():.2f}", RuntimeWarning, stacklevel=2)
+            x = x.clamp(-2, 2)
+        return x * 3
+
+
+class ReportingHelper(torch.nn.Module):
+    @staticmethod
+    def _report(x):
+        if not torch.isfinite(x).all():
+            warnings.warn("non-finite values", RuntimeWarning, stacklevel=3)
+        elif x.abs().max() > 3:
+            logger.info("large magnitude %.3f", x.abs().max().item())
+
+    def forward(self, x):
+        self._report(x)
+        return torch.nan_to_num(x).clamp(-3, 3)
+
+
 _X = _rows(5)
 PROGRAMS = {
     "flag chooses an object": Program(
@@ -496,6 +585,51 @@ PROGRAMS = {
     "logger.warning in a branch": Program(5, LoggerWarning, (_X * 8,), D0, [(_rows(3),), (_rows(6) * 9,)]),
     "print in a branch": Program(5, PrintInBranch, (_X * 3,), D0, [(_rows(3),), (_rows(6) * 4,)]),
     "sides differing in layout": Program(6, TransposedSide, (_X,), D0, [(_rows(3) + 1,), (_rows(6) - 1,)]),
+    "index bound to int(t) picks a module": Program(
+        1,
+        HeadByBoundIndex,
+        (_X, torch.tensor([2.0])),
+        ({0: Dim.DYNAMIC}, None),
+        [(_rows(3), torch.tensor([0.0])), (_rows(6), torch.tensor([1.0])), (_rows(2), torch.tensor([5.0]))],
+    ),
+    "max and min of numbers read from data": Program(
+        3, ExtremesOfItems, (_X * 4,), D0, [(_rows(3) * 0.5,), (_rows(6, sign=-1) * 9,)]
+    ),
+    "sorted by keys read with .item()": Program(
+        3,
+        SortedByItemKeys,
+        (torch.arange(30.0).reshape(5, 6) % 7,),
+        D0,
+        [(torch.arange(18.0).reshape(3, 6).flip(-1),), (-torch.arange(36.0).reshape(6, 6) % 5,)],
+    ),
+    "appends of differing values on both sides": Program(
+        4, AppendsOnBothSides, (_X,), D0, [(_rows(3) * 0.1,), (_rows(6) * 3,)]
+    ),
+    "dict gains a key on one side": Program(
+        4,
+        KeyAddedOnOneSide,
+        (_X, _rows(5)),
+        ({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC}),
+        [(_rows(3), _rows(3, sign=-1)), (_rows(6), _rows(4))],
+    ),
+    "dict entry deleted on one side": Program(4, EntryDeletedOnOneSide, (_X,), D0, [(_rows(3, sign=-1),), (_rows(6),)]),
+    "sides of two dtypes": Program(
+        6,
+        SidesOfTwoDtypes,
+        (torch.arange(10).reshape(5, 2),),
+        D0,
+        [(torch.zeros(3, 2, dtype=torch.int64),), (torch.arange(12).reshape(6, 2),)],
+    ),
+    "warning with a category formatting data": Program(
+        5, CategorisedWarning, (_X * 4,), D0, [(_rows(3),), (_rows(6) * 9,)]
+    ),
+    "if/elif of reports in a helper": Program(
+        5,
+        ReportingHelper,
+        (_X,),
+        D0,
+        [(torch.tensor([[float("inf"), 1.0, 0.0, 2.0]] * 3),), (_rows(6) * 9,), (_rows(2),)],
+    ),
 }
 
 

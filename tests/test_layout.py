@@ -97,11 +97,12 @@ PARTS = [
     ("unbranch.cli", "unbranch"),  # the front doors put the rest together
     ("unbranch.__main__",),
 ]
-# inside the compiler, lowest first: facts and walks, where each statement comes from, then the
-# plumbing passes share, then the lowering helpers, the canonical forms, the rules, and the
-# pipeline that lists them
+# inside the compiler, lowest first: libcst's private parts, facts and walks, where each statement
+# comes from, then the plumbing passes share, then the lowering helpers, the canonical forms, the
+# rules, and the pipeline that lists them
 COMPILER = [
-    ("analysis", "source", "parse"),
+    ("libcst_internals",),
+    ("analysis", "source"),
     ("origins",),
     ("passes", "context", "emit", "verbatim", "callees"),
     ("lower",),
@@ -191,3 +192,16 @@ def test_no_file_of_the_package_is_taken_for_the_users():
     from unbranch.exporting.failures import is_user_file
 
     assert [name for name, (path, _) in _modules().items() if is_user_file(str(path))] == []
+
+
+def test_only_one_module_reaches_into_libcst_internals():
+    """libcst's private names (``libcst._nodes...``) are imported by compiler/libcst_internals.py alone,
+    so a libcst release that moves them breaks one module, which pyproject bounds libcst for."""
+    reaching = set()
+    for name, (path, _) in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            imported = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            imported += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any(m.startswith("libcst._") for m in imported):
+                reaching.add(name)
+    assert reaching == {"unbranch.compiler.libcst_internals"}

@@ -11,7 +11,8 @@ import libcst as cst
 import pytest
 import torch
 
-from unbranch.compiler import parse, verbatim
+from unbranch.compiler import libcst_internals as parse
+from unbranch.compiler import verbatim
 from unbranch.compiler.pipeline import Options, compile_source
 from unbranch.compiler.source import SourceInfo
 

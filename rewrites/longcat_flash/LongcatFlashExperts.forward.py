@@ -16,9 +16,9 @@ def forward(self, hidden_states, top_k_index, top_k_weights):
             current_hidden_states = self.identity_expert(current_state)
             return current_hidden_states
         def branch_cond_else_1(self, current_state, expert_idx):
-            gate, up = F.linear(current_state, _ub.at(self.gate_up_proj)[expert_idx]).chunk(2, dim=-1)
+            gate, up = F.linear(current_state, _ub.select(self.gate_up_proj, expert_idx)).chunk(2, dim=-1)
             current_hidden_states = self.act_fn(gate) * up
-            current_hidden_states = F.linear(current_hidden_states, _ub.at(self.down_proj)[expert_idx])
+            current_hidden_states = F.linear(current_hidden_states, _ub.select(self.down_proj, expert_idx))
             return current_hidden_states
         current_hidden_states = _ub.if_stmt(_ub.or_(expert_idx >= self.num_routed_experts, lambda: self.gate_up_proj is None), branch_cond_then_1, branch_cond_else_1, (self, current_state, expert_idx))
 

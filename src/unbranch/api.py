@@ -22,12 +22,12 @@ from .exporting.arguments import (
 )
 from .exporting.guided import Guide
 from .exporting.report import Report, remember, say
-from .exporting.session import session
+from .exporting.session import EXPORTS, session
 from .load import rewriting
 from .load.rewriting import RewrittenMethod
 
 
-def export(mod, args=(), kwargs=None, *, dynamic_shapes=None, strict: bool = False, **options):
+def export(mod, args=(), kwargs=None, *, dynamic_shapes=None, strict: bool = False, one_sided: bool = False, **options):
     """``torch.export.export``, made to get past Python control flow on data; same arguments, same result.
 
     The plain export runs first; when it works its program is returned as torch made it, and
@@ -36,12 +36,20 @@ def export(mod, args=(), kwargs=None, *, dynamic_shapes=None, strict: bool = Fal
     nothing new can be rewritten: then one UnbranchError lists every place and why, torch's
     error chained. ``unbranch.report_of(ep)`` (or the error's ``.report``) tells each attempt
     and what was rewritten. The originals are back in place when it returns.
+
+    Where one side of a converted ``if`` cannot be traced (a loop over ``torch.unique``, a value
+    Python needs) and the other can, the program holds the other side alone, behind a check
+    that the condition takes it (it raises on an input that would take the side left out), with
+    a warning: by default for a condition on sizes (as torch itself specialises on a size), and
+    for one on values with ``one_sided=True``.
     """
-    guide = Guide(model=mod)
+    check_type("export", "one_sided", one_sided, bool)
+    guide = Guide(model=mod, one_sided=one_sided)
     try:
-        ep = guide.run(
-            lambda: torch.export.export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict, **options)
-        )
+        with EXPORTS:  # (one export at a time in the process: see exporting.session)
+            ep = guide.run(
+                lambda: torch.export.export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict, **options)
+            )
     except UnbranchError as e:
         e.report = Report(guide.used(), attempts=guide.attempts)
         raise
@@ -97,6 +105,7 @@ def torch_export_rewrite(
     target: str | None = None,
     max_loop_iterations: int | None = None,
     batch_loops: bool = True,
+    one_sided: bool = False,
     **unknown,
 ):
     """Swap in rewritten code for what ``rewrite`` names while inside the ``with`` block.
@@ -130,6 +139,7 @@ def torch_export_rewrite(
         )
     check_target(target, max_loop_iterations)
     check_type("torch_export_rewrite", "batch_loops", batch_loops, bool)
+    check_type("torch_export_rewrite", "one_sided", one_sided, bool)
     check_patch_details(patch_details)
     named, models = targets(rewrite)
     loops = {"target": target, "max_loop_iterations": max_loop_iterations, "batch": batch_loops}
@@ -141,6 +151,7 @@ def torch_export_rewrite(
         strict,
         lower_under_compile,
         loops,
+        one_sided,
     )
     return context if patch_details is None else _filling(context, patch_details)
 

@@ -20,7 +20,7 @@ import types
 
 from .analysis.changes import Changes
 from .analysis.effects import mutated_parameters
-from .parse import parse_module
+from .libcst_internals import parse_module
 from .source import get_source
 
 # text that could change something in place; a helper without any is not parsed

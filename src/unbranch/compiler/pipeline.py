@@ -23,6 +23,7 @@ from . import verbatim
 from .analysis import forget
 from .analysis.classify import Classifier
 from .context import Context, Namer, taken_names
+from .libcst_internals import parse_module
 from .normalise import suites
 from .normalise.attribute_state import AttributeState
 from .normalise.comprehensions import Comprehensions
@@ -34,10 +35,10 @@ from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
 from .normalise.match_chain import MatchChain
 from .normalise.placeholders import Placeholders
+from .normalise.reports import Reports
 from .normalise.shared_tail import SharedTail
 from .normalise.torch_assert import TorchAssert
 from .origins import Origins
-from .parse import parse_module
 from .rules.for_to_scan import ForToScan
 from .rules.if_to_cond import IfToCond
 from .rules.ifexp_to_cond import IfExpToCond
@@ -52,6 +53,7 @@ PASSES = [
     Comprehensions,  # a comprehension over rows -> the loop appending to a list it stands for
     TorchAssert,  # torch._assert(c, m) -> assert c, m (for RaiseToCheck)
     RaiseToCheck,  # first of the rules: `if c: raise` must not count as an early return
+    Reports,  # a print, warning or log record in a dispatched if runs when torch does not trace
     ElifChain,  # dispatched elifs become `else: if`, so each if is a replaceable statement
     SharedTail,  # what both sides end with, where no branch function could carry it, runs after the if
     LeadingBreak,  # `while c: if stop: break` -> `while c and not stop` (before ifs see it)
@@ -84,11 +86,17 @@ class Options:
     # lines (in the function's text) of ifs after which the rest of the function moves into both branches
     # (torch's export named each for a value a cond cannot give: None, an object, a module)
     continue_at: frozenset = frozenset()
+    # (line, the side to keep, why the other cannot be traced) of ifs torch could trace one side of only:
+    # under export that side runs behind a check that the condition takes it, for a condition on sizes,
+    # and for one on values where ``one_sided`` (the user's option) allows it
+    one_side: tuple = ()
+    one_sided: bool = False
 
     def key(self) -> tuple:
         hooks = tuple(_hook_key(h) for h in (self.filter_node, self.pre_rewriter, self.post_rewriter))
         flags = (self.strict, self.is_method, self.shape_conditions, self.lengths, self.annotations)
-        return (self.prefix, *flags, tuple(sorted(self.continue_at)), hooks)
+        sides = (tuple(sorted(self.continue_at)), tuple(sorted(self.one_side)), self.one_sided)
+        return (self.prefix, *flags, *sides, hooks)
 
 
 def _hook_key(hook):
@@ -194,6 +202,8 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
         mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
         kinds=None if hooked else wanted,  # (the same set, grown below)
         continue_at=frozenset(options.continue_at),
+        one_side={line: (side, why) for line, side, why in options.one_side},
+        one_sided=options.one_sided,
         named=options.lengths,
     )
     new = fn

@@ -18,9 +18,9 @@ import itertools
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState
 
 from .analysis.walk import STRUCTURE, is_a, transform
+from .libcst_internals import CodegenState, write
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class _Verbatim(cst.BaseStatement):
         if "".join(state.indent_tokens) == self.indent:
             state.add_token(self.text)
         else:
-            self.node._codegen(state)
+            write(self.node, state)
 
 
 def code(out: cst.Module, original: cst.Module, fn_ast: ast.FunctionDef, text: str) -> str:
@@ -51,7 +51,7 @@ def code(out: cst.Module, original: cst.Module, fn_ast: ast.FunctionDef, text: s
 def _written(module: cst.Module) -> str:
     """``module.code``, recording no positions on the way."""
     state = _Writing(default_indent=module.default_indent, default_newline=module.default_newline)
-    module._codegen(state)
+    write(module, state)
     return "".join(state.tokens)
 
 

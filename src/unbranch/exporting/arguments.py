@@ -27,6 +27,7 @@ CONTEXT_KEYWORDS = (
     "target",
     "max_loop_iterations",
     "batch_loops",
+    "one_sided",
 )
 HOOKS = ("filter_node", "pre_rewriter", "post_rewriter")
 

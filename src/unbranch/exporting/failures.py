@@ -37,6 +37,7 @@ _DATA = re.compile(
     r"|PendingUnbackedSymbolNotFound"  # torch 2.14: indexing with a tensor under strict export
     r"|builtin operator `\w+` with argument types \['Tensor'"  # dynamo: range(t), a Python value of a tensor
     r"|when trying to handle op (?:max|min|sorted)\b"  # dynamo: max(xs, key=...), keys compared in Python
+    r"|sort with non-constant keys"  # dynamo: sorted(xs, key=lambda t: t.sum().item())
 )
 _DATA_OUTPUT = re.compile(
     r"DataDependentOutputException|Data dependent operator"  # an operator whose Python result is data (torch.equal)
@@ -386,6 +387,39 @@ class GuardLog(logging.Filter):
         for site in chosen:
             out.setdefault(site.key(), site)
         return list(out.values())
+
+
+_BRANCH_FUNCTION = re.compile(r"_(then|else)_\d+$")  # (lower.build's branch functions: ``branch_cond_then_1``)
+
+
+def untraced_side(e: BaseException) -> tuple[str, int, str, str] | None:
+    """(file, line, "then" or "else", why) of the converted if a side of which failed to trace: the
+    innermost branch function of rewritten code among the frames ``e`` (and its causes) went through,
+    placed at its caller's line (the ``if`` it stands for); None when the failure is in no branch."""
+    from ..runtime.control_flow import rejection
+
+    # every frame the failure went through, outermost first: an exception's own, then its cause's (a
+    # runtime refusal's traceback holds the if's line, the cond's error under it the branch's frames)
+    frames, seen, innermost = [], e, e
+    while seen is not None and len(frames) < 10_000:
+        frames += _traceback_frames(seen) + _dynamo_frames(seen)
+        innermost, seen = seen, seen.__cause__ or seen.__context__
+    branch = None
+    for k, (path, _, name, _) in enumerate(frames):
+        if path.startswith(GENERATED) and _BRANCH_FUNCTION.search(name):
+            branch = k
+    if branch is None:
+        return None
+    callers = [f for f in frames[:branch] if f[0].startswith(GENERATED)]  # (the if's line: in an outer branch too)
+    place = source_map.lookup(callers[-1][0], callers[-1][1]) if callers else None
+    if place is None:
+        return None
+    why = rejection(innermost)
+    inside = [f for f in frames[branch + 1 :] if is_user_file(f[0])]
+    if inside:  # (the user's line where it failed; in rewritten code, the line it stands for)
+        path, line = source_map.lookup(inside[-1][0], inside[-1][1]) or inside[-1][:2]
+        why += f", at {_short(path)}:{line}"
+    return place[0], place[1], _BRANCH_FUNCTION.search(frames[branch][2]).group(1), why
 
 
 def narrowing(ep) -> list[str]:

@@ -23,7 +23,7 @@ from ..errors import UnbranchError
 from ..load.rewriting import RewrittenMethod, options_for, rewrite
 from ..load.swap import original_code, swapped_in
 from ..runtime import source_map
-from ..runtime.control_flow import python_value, rejection, torch_limit
+from ..runtime.control_flow import rejection, torch_limit, unmerged
 from .failures import (
     GENERATED,
     GuardLog,
@@ -35,6 +35,7 @@ from .failures import (
     place,
     runtime_failure,
     sites,
+    untraced_side,
 )
 from .locate import Nested, code_at, function_for
 from .quiet import quiet
@@ -68,6 +69,9 @@ class Guide:
     # key -> lines of its ifs after which the rest moves into both branches (torch named each for a value
     # a cond cannot give: Options.continue_at), kept in every later rewrite of it
     continue_at: dict = field(default_factory=dict)
+    # key -> {line: (side kept, why the other cannot be traced)}: ifs torch could trace one side of only
+    one_side: dict = field(default_factory=dict)
+    one_sided: bool = False  # the user's option: an if on values may keep one side too (sizes always may)
     # (program, attempt, its captured output): the program with the fewest narrowings so far, of an
     # export that worked but accepts less than its dynamic dimensions asked; returned if no retry does better
     fallback: tuple | None = None
@@ -101,6 +105,14 @@ class Guide:
         attempt.returned = True
         if attempt is self.attempts[0]:
             log.replay()  # the export as the user ran it: what torch printed is theirs to see
+        for rm in attempt.methods:
+            for note in rm.notes:
+                if note.kind == "one-sided":
+                    warnings.warn(
+                        f"unbranch: {rm.source.path}:{note.line}: one side of this if cannot be traced, the program "
+                        f"holds the other alone ({note.detail}); an input taking the side left out raises",
+                        stacklevel=_outside_unbranch(),
+                    )
         if attempt.narrowed and attempt.sites:
             places = ", ".join(
                 f"{s.where} ({attempt.why.get(s.where) or 'rewritten, no better'})" for s in attempt.sites
@@ -155,17 +167,23 @@ class Guide:
                 # nested in a branch with dynamo, which names that code): rewrite it too
                 cause = error.__cause__
                 if cause is None or kind_of(cause) != "data" or not self._follow(cause, guards, attempt):
-                    raise error
+                    if self._one_sided(error, attempt):
+                        continue
+                    raise self._stuck(attempt, n - 1) from error if attempt.why else error
                 continue
             if ours is not None:
-                raise ours from error
+                if self._one_sided(error, attempt):
+                    continue
+                raise (self._stuck(attempt, n - 1) if attempt.why else ours) from error
             if kind_of(error) is None:
                 if n == 1:
                     raise error
+                if self._one_sided(error, attempt):
+                    continue
                 raise self._failed_after(error) from error
             if n == 1:
                 attempt.rewritten += self._rewrite_upfront()
-            if not self._follow(error, guards, attempt):
+            if not self._follow(error, guards, attempt) and not self._one_sided(error, attempt):
                 raise self._stuck(attempt, n - 1) from error
         raise self._stuck(attempt, n) from error
 
@@ -241,10 +259,10 @@ class Guide:
         return ""
 
     def _continue_after(self, error: UnbranchError, attempt: Attempt) -> bool:
-        """The runtime refused a cond whose side gives a value no cond can (None, an object, a module)
-        at a line of a function rewritten here: rewrite it with the rest of the function moved into
-        that if's branches, where the value is a constant of each side. Did it?"""
-        if not python_value(error.reason) or error.path is None or error.line is None:
+        """The runtime refused a cond whose sides give values no cond output can be (None, an object, a
+        module, tensors of two dtypes) at a line of a function rewritten here: rewrite it with the rest of
+        the function moved into that if's branches, where each side's values are its own. Did it?"""
+        if not unmerged(error.reason) or error.path is None or error.line is None:
             return False
         for key, rm in self.rewritten.items():
             first, text = rm.source.line, rm.source.text
@@ -262,12 +280,47 @@ class Guide:
                 return True
         return False
 
+    def _one_sided(self, error: BaseException, attempt: Attempt) -> bool:
+        """A converted if one side of which torch could not trace (the failure is inside that side's
+        function): rewrite its function keeping the other side, checked under export, where the
+        condition is on sizes or the user allowed it (``one_sided``). Did the rewrite change anything?"""
+        found = untraced_side(error)
+        if found is None:
+            return False
+        path, line, side, why = found
+        for key, rm in list(self.rewritten.items()):
+            first = rm.source.line
+            if rm.source.path != path or not first <= line < first + rm.source.text.count("\n"):
+                continue
+            local = line - first + 1
+            kept = "else" if side == "then" else "then"
+            sides = self.one_side.setdefault(key, {})
+            if local in sides:
+                return False  # (kept one side already: the failure is another)
+            sides[local] = (kept, why)
+            fn = rm.function if rm.parent is None else Nested(rm.parent, key).probe
+            changed = self._rewritten(key, fn, self.level.get(key, 0), rm.parent)
+            if changed is None or changed.code == rm.code:
+                self.rewritten[key] = rm
+                attempt.sites = [Site(path, line, rm.qualname.rsplit(".", 1)[-1])]
+                attempt.why[attempt.sites[0].where] = (
+                    f"the {side} side of this if cannot be traced ({why}); unbranch.export(..., one_sided=True) "
+                    f"exports the {kept} side alone, with a check that the condition takes it"
+                )
+                return False
+            attempt.sites = [Site(path, line, rm.qualname.rsplit(".", 1)[-1])]
+            attempt.rewritten.append(changed.qualname)
+            return True
+        return False
+
     def _rewritten(self, key, fn, level: int, parent=None) -> RewrittenMethod | None:
         """``fn`` rewritten at ``level`` with what this guide knows of it (hooks, lines to continue after),
         kept as ``key``'s rewrite; None when nothing changed."""
-        options = {**_LEVELS[level], **self.hooks.get(fn, {})}
+        options = {**_LEVELS[level], **self.hooks.get(fn, {}), "one_sided": self.one_sided}
         if key in self.continue_at:
             options["continue_at"] = self.continue_at[key]
+        if key in self.one_side:
+            options["one_side"] = tuple((line, *kept) for line, kept in sorted(self.one_side[key].items()))
         rm = rewrite(fn, options_for(fn, strict=False, lengths=True, **options))
         if not rm.changed:
             return None

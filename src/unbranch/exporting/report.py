@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import weakref
 from dataclasses import dataclass, field
 
@@ -22,6 +23,14 @@ def cond_nodes(ep) -> list:
         for node in gm.graph.nodes
         if node.target is torch.ops.higher_order.cond
     ]
+
+
+_SITE = re.compile(r"# (\S+:\d+)\s*$", re.M)
+
+
+def cond_sites(ep) -> set[str]:
+    """``file:line`` of the user's if behind each cond of ``ep`` (the emitted line's comment, in its stack trace)."""
+    return {sites[-1] for node in cond_nodes(ep) if (sites := _SITE.findall(node.meta.get("stack_trace") or ""))}
 
 
 @dataclass

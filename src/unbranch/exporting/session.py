@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import traceback
 import warnings
 
@@ -23,6 +24,12 @@ from .failures import GENERATED, Swallowed, in_a_branch, kind_of, place, runtime
 from .guided import Guide, caught, first_line, why_left
 from .quiet import quiet
 from .report import Report, dump, say
+
+# torch.export fails calls made at once from several threads, and a context swaps code, patches
+# torch's export entry and sets the runtime's settings for the whole process: one at a time,
+# held by unbranch.export for its call and by a context while it is open (re-entrant: a
+# context's own exports, and unbranch.export inside a context, take it again)
+EXPORTS = threading.RLock()
 
 
 def plan(named: list, models: list, strict: bool) -> Report:
@@ -53,7 +60,7 @@ def plan(named: list, models: list, strict: bool) -> Report:
 
 
 @contextlib.contextmanager
-def watched_exports(report: Report, guided: bool):
+def watched_exports(report: Report, guided: bool, one_sided: bool = False):
     """While open, every ``torch.export.export`` call is watched: in model mode (``guided``) an
     export that stops at control flow on data rewrites what torch names and retries; and an
     export of rewritten code that fails where the plain export works returns the plain program
@@ -76,7 +83,7 @@ def watched_exports(report: Report, guided: bool):
     def export(*args, **kwargs):
         try:
             if guided:
-                return _guided(report, lambda: original(*args, **kwargs))
+                return _guided(report, lambda: original(*args, **kwargs), one_sided)
             return _not_swallowed(report, lambda: original(*args, **kwargs))
         except Exception as e:
             if not report.rewritten:
@@ -115,12 +122,18 @@ def _not_swallowed(report: Report, call):
     return ep
 
 
-def _guided(report: Report, call):
+def _guided(report: Report, call, one_sided: bool = False):
     """``call()`` (one export) guided by torch's failures, starting from the context's own rewrites."""
     # the context's own rewrites are where the guide starts: torch stopping in one of them
     # rewrites it again (size tests, annotations), with its hooks
     own = {rm.function: rm for rm in report.rewritten if rm.parent is None}
-    guide = Guide(attempts=report.attempts, rewritten=dict(own), level=dict.fromkeys(own, 0), hooks=report.hooks)
+    guide = Guide(
+        attempts=report.attempts,
+        rewritten=dict(own),
+        level=dict.fromkeys(own, 0),
+        hooks=report.hooks,
+        one_sided=one_sided,
+    )
     try:
         return guide.run(call)
     finally:
@@ -135,10 +148,16 @@ def _guided(report: Report, call):
 
 
 @contextlib.contextmanager
-def session(named, models, dump_rewriting, verbose, strict, lower_under_compile, loops=None):
+def session(named, models, dump_rewriting, verbose, strict, lower_under_compile, loops=None, one_sided=False):
     """The context manager torch_export_rewrite returns; yields the Report. ``loops``: the
     deployment target and loop bound the runtime lowers loops for, and whether it may batch
-    a loop whose steps carry nothing (``runtime.loops.TARGET``, ``BATCH``)."""
+    a loop whose steps carry nothing (``runtime.loops.TARGET``, ``BATCH``); ``one_sided``: in
+    model mode, an if on values whose one side torch cannot trace may keep the other (Guide)."""
+    with EXPORTS:
+        yield from _session(named, models, dump_rewriting, verbose, strict, lower_under_compile, loops, one_sided)
+
+
+def _session(named, models, dump_rewriting, verbose, strict, lower_under_compile, loops, one_sided):
     report = plan(named, models, strict)
     for rm in report.rewritten:
         say(verbose, rm)
@@ -152,7 +171,7 @@ def session(named, models, dump_rewriting, verbose, strict, lower_under_compile,
             _loops.TARGET, _loops.MAX_ITERATIONS = loops["target"], loops.get("max_loop_iterations")
         if loops and not loops.get("batch", True):
             _loops.BATCH = False
-        with swapped_in(report.rewritten), watched_exports(report, guided=bool(models)):
+        with swapped_in(report.rewritten), watched_exports(report, guided=bool(models), one_sided=one_sided):
             try:
                 yield report
             except Exception as e:

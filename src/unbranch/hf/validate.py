@@ -29,7 +29,7 @@ from torch.utils import _pytree as pytree
 from ..api import export
 from ..exporting.failures import kind_of
 from ..exporting.quiet import quiet
-from ..exporting.report import cond_nodes, observe_branches, report_of
+from ..exporting.report import cond_nodes, cond_sites, observe_branches, report_of
 from .catalog import stale_entries
 from .zoo import MODELS
 
@@ -341,6 +341,8 @@ def _compare(res: Result, cases: dict, plain, ep, report, onnx_export) -> None:
             for site, sides in seen.items():
                 res.sides.setdefault(site, set()).update(sides)
     sites = _tensor_sites(report) if report is not None else set()
+    if ep is not None and (in_program := cond_sites(ep)):
+        sites &= in_program  # an if a flag decides before the data (`output_attentions and t.any()`) has no cond
     res.sides = {site: sorted(sides) for site, sides in res.sides.items() if site in sites}
 
 

@@ -17,7 +17,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, guard_o
 from ._tracing import fail, is_symbolic, origin_of_caller, tracing
 
 # the operators rewritten code calls as ``_ub.<name>``
-__all__ = ["raise_if", "unconverted"]
+__all__ = ["raise_if", "tracing", "unconverted"]  # (tracing: a report in a branch runs when it is False)
 
 
 def raise_if(pred, make_exception, text=None):

@@ -44,6 +44,8 @@ __all__ = [
     "isinf",
     "isnan",
     "len_",
+    "max_",
+    "min_",
     "not_in",
 ]
 
@@ -257,3 +259,32 @@ def len_(value):
         if isinstance(n, torch.SymInt) and free_unbacked_symbols(n):
             return n
     return len(value)
+
+
+def max_(*values):
+    """``max(a, b, ...)``; the largest without asking for a value, where one is data while tracing."""
+    return _extreme(values, max, torch.sym_max, torch.maximum)
+
+
+def min_(*values):
+    """``min(a, b, ...)``; the smallest without asking for a value, where one is data while tracing."""
+    return _extreme(values, min, torch.sym_min, torch.minimum)
+
+
+def _extreme(values, python, symbolic, elementwise):
+    """Python's ``max``/``min`` of numbers, or while tracing, where one is data, ``torch.sym_max`` of
+    the numbers (``.item()``s), the element-wise form where one is a 0-d tensor standing for a number
+    (a comparison would ask Python for its truth). A NaN then propagates, as torch's forms do."""
+    numbers_only = all(isinstance(v, (int, float, *_SYM_NUMBERS)) and not isinstance(v, bool) for v in values)
+    tensors = all(
+        (isinstance(v, torch.Tensor) and _one_element(v)) or isinstance(v, (int, float, *_SYM_NUMBERS)) for v in values
+    )
+    data = any(is_symbolic(v) or (isinstance(v, _SYM_NUMBERS) and free_unbacked_symbols(v)) for v in values)
+    if not tracing() or len(values) < 2 or not data:
+        return python(*values)
+    if numbers_only:
+        return functools.reduce(symbolic, values)
+    if tensors:
+        as_tensors = [v.reshape(()) if isinstance(v, torch.Tensor) else torch.full((), v) for v in values]
+        return functools.reduce(elementwise, as_tensors)
+    return python(*values)

@@ -28,7 +28,9 @@ __all__ = ["and_", "given", "if_exp", "if_stmt", "not_", "or_", "pick", "right_n
 observers: list = []
 
 
-def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True, kept=(), literals=(), in_place=()):
+def if_stmt(
+    pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True, kept=(), literals=(), in_place=(), keep=None
+):
     """Run ``then_fn(*operands)`` or ``else_fn(*operands)``; a ``torch.cond`` when ``pred`` is symbolic.
 
     ``mutated`` lists the operand positions a branch may change in place. Eagerly the branch
@@ -44,7 +46,12 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
     ``in_place``: the operands whose entries (a list's or dict's tensors) a branch changes in place
     only, never rebinds: after a cond the change is copied into the very tensors (their aliases see it),
     where entries a branch rebinds are replaced in the container.
+    ``keep``: ("then" or "else", why the other side cannot be traced, the if's file:line): under export
+    only that side runs, after a check that the condition takes it (the program raises on an input
+    taking the other).
     """
+    if keep is not None and is_symbolic(pred):
+        return _one_side(pred, then_fn, else_fn, operands, keep)
     if not tensor_outputs and isinstance(pred, torch.Tensor) and is_symbolic(pred):
         fail(
             f"{origin_of_caller(1)}: a branch of this if on a tensor condition produces a Python value (None, a bool, "
@@ -88,18 +95,37 @@ def if_stmt(pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True
         fail(f"{origin_of_caller(1)}: torch.cond rejected this if on a tensor condition: {rejection(e)}", "if", e)
 
 
+def _one_side(pred, then_fn, else_fn, operands, keep):
+    """The side ``keep`` names, run after a check that ``pred`` takes it (the other cannot be traced)."""
+    from .checks import raise_if
+
+    side, why, origin = keep
+    other = "else" if side == "then" else "then"
+    message = (
+        f"{origin}: this input takes the {other} side of the if, which the exported program does not hold "
+        f"({why}); it runs the {side} side only"
+    )
+    raise_if(pred if side == "else" else not_(pred), lambda: RuntimeError(message))
+    return (then_fn if side == "then" else else_fn)(*operands)
+
+
 # the meanings below (and if_stmt's own refusal) that say a side gives a value no cond can return
-_PYTHON_VALUES = (
+# refusals of values the two sides cannot merge into one output, which may go once each side
+# continues to the function's end (where Python values become constants and a dtype or rank
+# may no longer differ: ``y = counts * 0.5`` against ``counts * 2``, then ``y.float()``)
+_UNMERGED = (
     "a Python value",
     "a side gives None",
     "gives a Python float or string",
     "another value torch.cond cannot return",
+    "tensors of different dtypes",
+    "tensors of different ranks",
 )
 
 
-def python_value(reason: str) -> bool:
-    """Does a refusal of this module's say a side gives a Python value (None, an object...)?"""
-    return any(marker in reason for marker in _PYTHON_VALUES)
+def unmerged(reason: str) -> bool:
+    """Does a refusal of this module's say the sides give values one cond output cannot be?"""
+    return any(marker in reason for marker in _UNMERGED)
 
 
 # what torch.cond says when it rejects its branches, and what that means in the user's code
@@ -116,6 +142,11 @@ _LIMITS = [
         ("unsupported branch return type",),
         "a side gives a number computed from data (.item()) or another value torch.cond cannot return "
         "(tensors and constant ints only)",
+    ),
+    (
+        ("Input-to-input aliasing",),
+        "torch's tracing of a side took a view attribute of a tensor it was handed (such as .mT or .T) as "
+        "an input of its own, which torch.cond rejects (a torch limitation); .transpose(-2, -1) traces",
     ),
     (("Encountered aliasing",), "a side gives back a tensor it was handed (or a view of one) unchanged"),
     (("Encountered input mutation",), "a side changes a tensor it was handed in place"),

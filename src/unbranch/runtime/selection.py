@@ -10,7 +10,7 @@ original. Under export with a symbolic index the container's items are known and
 the last item the remaining side), after a check that the index is a key (Python raises
 otherwise). Items that are numbers give the chosen number as a 0-d tensor; items that are
 tensors of one shape, with no ``use``, are stacked and indexed (no cond at all). A tensor
-container is indexed by the tensor itself, as Python does.
+container is indexed by the tensor itself, as Python does (a 0-d index by ``index_select``).
 
 ``max``/``min``/``sorted`` with a ``key`` compare the keys in Python; keys that are data
 (``key=lambda t: t.sum()``) are stacked instead, and the items (tensors of one shape) taken by
@@ -35,6 +35,9 @@ __all__ = ["max_by", "min_by", "select", "sorted_by"]
 def select(container, index, use=None):
     """``use(container[index])`` (``container[index]`` without ``use``); a chain of conds over the
     items when ``index`` is symbolic."""
+    if isinstance(container, torch.Tensor) and _row_index(index):
+        item = _at(container, torch.where(index < 0, index + container.shape[0], index).reshape(()))
+        return item if use is None else use(item)
     if isinstance(container, torch.Tensor) or not _symbolic(index):
         item = container[index]
         return item if use is None else use(item)
@@ -57,6 +60,17 @@ def select(container, index, use=None):
             return _at(torch.stack(items), _position(index, keys, container))
     use = (lambda v: v) if use is None else use
     return _chain(index, keys, items, use, not isinstance(container, dict), origin_of_caller(1))
+
+
+def _row_index(index) -> bool:
+    """A 0-d integer tensor while tracing: Python's ``t[index]`` would ask for its value."""
+    return (
+        is_symbolic(index)
+        and isinstance(index, torch.Tensor)
+        and index.dim() == 0
+        and not index.is_floating_point()
+        and index.dtype != torch.bool
+    )
 
 
 def _at(stacked: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
@@ -158,7 +172,9 @@ def _by(builtin, key, items, position, where: str):
 def _stacked(items, keys, where: str):
     """(items stacked, keys stacked) when a key is data; None when Python compares them (eagerly, or
     keys that are Python values). Items that are not tensors of one shape cannot be chosen by data."""
-    if not any(_symbolic(k) for k in keys):
+    # (dynamo shows a number from .item() as a float, and sorts only constants: there tensors go by their keys)
+    dynamo = torch.compiler.is_compiling() and all(isinstance(v, torch.Tensor) for v in items)
+    if not dynamo and not any(_symbolic(k) for k in keys):
         return None
     if not all(isinstance(v, torch.Tensor) for v in items):
         fail(
@@ -166,4 +182,14 @@ def _stacked(items, keys, where: str):
             "indexed by the keys' argmax/argmin/argsort)",
             "key",
         )
-    return torch.stack(items), torch.stack([torch.as_tensor(k).reshape(()) for k in keys])
+    return torch.stack(items), torch.stack([_key_tensor(k) for k in keys])
+
+
+def _key_tensor(key) -> torch.Tensor:
+    """A key as a 0-d tensor: a number from ``.item()`` as a tensor filled with it (``as_tensor``
+    would ask for its value), in Python's precision."""
+    if isinstance(key, (torch.SymFloat, float)):
+        return torch.full((), key, dtype=torch.float64)
+    if isinstance(key, (torch.SymInt, int)):
+        return torch.full((), key, dtype=torch.int64)
+    return torch.as_tensor(key).reshape(())

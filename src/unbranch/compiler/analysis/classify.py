@@ -43,7 +43,10 @@ _STATIC_ATTRS = {
 }
 # methods whose result is a Python value whatever the receiver (str tests, dict views, tensor ranks);
 # not ``.get`` (a dict may hold tensors)
-_STATIC_METHODS = {"startswith", "endswith", "keys", "items", "dim", "ndimension", "element_size", "get_device"}
+_STATIC_METHODS = {"startswith", "endswith", "keys", "items", "dim", "ndimension", "element_size", "get_device"} | {
+    "data_ptr",
+    "has_names",
+}
 # Tensor's own ``is_*`` methods return Python bools (``x.is_contiguous()``); a method of the
 # user's (``self.is_global(x)``) may return anything
 _TENSOR_IS_METHODS = {
@@ -61,13 +64,13 @@ _TENSOR_IS_METHODS = {
 }
 # what unbranch.runtime's condition helpers (normalise/condition_forms) stand for: their
 # value has the kind of their arguments, as the Python form they replace had
-_RUNTIME_FORMS = {"bool_", "int_", "float_", "any_", "all_", "in_", "not_in", "equal", "allclose"} | {
+_RUNTIME_FORMS = {"bool_", "int_", "float_", "max_", "min_", "any_", "all_", "in_", "not_in", "equal", "allclose"} | {
     "isclose",
     "isfinite",
     "isnan",
     "isinf",
 }  # (equal, allclose: torch's; isclose...: math's)
-_SHAPE_METHODS = {"size", "numel", "nelement"}
+_SHAPE_METHODS = {"size", "numel", "nelement", "stride", "storage_offset"}
 _TENSOR_METHODS = {
     "any",
     "all",
@@ -79,6 +82,8 @@ _TENSOR_METHODS = {
     "prod",
     "amax",
     "amin",
+    "argmax",
+    "argmin",
     "isfinite",
     "isnan",
     "isinf",
@@ -452,12 +457,27 @@ class Classifier:
         return c
 
     def _infer_assigned(self, fn: ast.FunctionDef) -> None:
-        """Names whose every assignment is TENSOR (resp. SHAPE, STATIC) take that kind."""
+        """Names whose every assignment is TENSOR (resp. SHAPE, STATIC) take that kind; again while
+        that tells more (``a = x.sum(); b = a * 2``: ``b`` is TENSOR once ``a`` is)."""
+        for _ in range(8):  # (chains of names are short; each round only adds kinds)
+            known = (frozenset(self.tensor_names), frozenset(self.shape_names), frozenset(self.static_names))
+            self._assigned_kinds(fn)
+            if known == (frozenset(self.tensor_names), frozenset(self.shape_names), frozenset(self.static_names)):
+                break
+        self.literal_flags = self._literal_flags(fn)
+        self.static_names -= self.literal_flags
+
+    def _assigned_kinds(self, fn: ast.FunctionDef) -> None:
         kinds: dict[str, list[str]] = {}
         for node in own_nodes(fn):
             if isinstance(node, ast.Assign):
                 k = self.kind(node.value)
                 for t in node.targets:
+                    if _pairwise(node) and len(node.targets) == 1:  # lo, hi = t.min().item(), t.max().item()
+                        for n, v in zip(t.elts, node.value.elts):
+                            if isinstance(n, ast.Name):
+                                kinds.setdefault(n.id, []).append(self.kind(v))
+                        continue
                     for n in (t,) if type(t) is ast.Name else ast.walk(t):  # (most targets: one name)
                         if isinstance(n, ast.Name):
                             kinds.setdefault(n.id, []).append(k if t is n else UNKNOWN)
@@ -476,8 +496,6 @@ class Classifier:
                 self.shape_names.add(name)
             elif all(k == STATIC for k in ks):
                 self.static_names.add(name)
-        self.literal_flags = self._literal_flags(fn)
-        self.static_names -= self.literal_flags
 
     def _literal_flags(self, fn: ast.FunctionDef) -> set[str]:
         """Names that only ever take bool constants (or int constants and ``+= 1``), one of them
@@ -573,7 +591,7 @@ class Classifier:
             return None if inner is None else not inner
         if isinstance(e, ast.Call) and not e.args:
             dotted = tuple(dotted_name(e.func))
-            if dotted in _TRUE_UNDER_EXPORT:
+            if dotted in _TRUE_UNDER_EXPORT or dotted == (self.runtime, "tracing"):
                 return True
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in self.hints.exporting_calls:
             return True
@@ -625,6 +643,8 @@ class Classifier:
             return UNKNOWN
         name = func.attr  # a method, also on a call's result: torch.isfinite(x).all()
         dotted = dotted_name(func)
+        if self.runtime is not None and dotted == [self.runtime, "tracing"]:
+            return STATIC  # (normalise/reports.py: a report runs when torch does not trace)
         if self.runtime is not None and dotted == [self.runtime, name] and name in _RUNTIME_FORMS:
             if name in ("equal", "allclose"):
                 return TENSOR  # torch.equal(a, b), torch.allclose(a, b)
@@ -642,8 +662,8 @@ class Classifier:
             return STATIC if static else TENSOR
         if name in _SHAPE_METHODS:
             return SHAPE
-        if name in _TENSOR_METHODS:
-            return TENSOR
+        if name in _TENSOR_METHODS or self.kind(func.value) == TENSOR:
+            return TENSOR  # (a tensor's other methods give tensors, or numbers read from one)
         if self.hints.flag_calls and name.startswith(self.hints.flag_calls):
             return STATIC  # (hint) self.is_decoder_layer()
         return UNKNOWN

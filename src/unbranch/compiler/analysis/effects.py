@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .names import def_free_reads, expr_reads, target_names
+from .names import bound_values, def_free_reads, expr_reads, param_names, target_names
 from .walk import read
 
 # methods that return a view of (or the very) tensor they are called on
@@ -377,3 +377,138 @@ def closures(node: cst.CSTNode, skip=()) -> list[Closure]:
     v = _Closures(set(skip), 0 if isinstance(node, cst.FunctionDef) else 1)
     read(node, v)
     return v.found
+
+
+# calls that read a container without keeping it: handing one to them keeps it private
+_READING_CALLS = frozenset("len list tuple sorted sum any all min max zip enumerate iter reversed isinstance".split())
+_BUILT = (cst.List, cst.Dict, cst.ListComp, cst.DictComp)
+
+
+class _Handed(cst.CSTVisitor):
+    """Uses of names in one scope; those in a place that keeps the object private (``outs.append``,
+    ``out["k"]``, ``torch.cat(outs)``, ``for o in outs``, ``return out``) marked as such."""
+
+    def __init__(self) -> None:
+        self.uses: dict[str, list[int]] = {}
+        self.private: set[int] = set()
+        self.escaped: set[str] = set()  # read by a nested function or lambda: it may run anywhere
+
+    def _nested(self, node) -> bool:
+        self.escaped |= def_free_reads(node) if not isinstance(node, cst.Lambda) else expr_reads(node)
+        return False
+
+    visit_FunctionDef = visit_ClassDef = visit_Lambda = _nested
+
+    def visit_Name(self, node) -> None:
+        self.uses.setdefault(node.value, []).append(id(node))
+
+    def _keep(self, *nodes) -> None:
+        self.private.update(id(n) for n in nodes if isinstance(n, cst.Name))
+
+    def visit_Attribute(self, node) -> None:
+        self._keep(node.value)
+
+    def visit_Subscript(self, node) -> None:
+        self._keep(node.value)
+
+    def visit_Call(self, node) -> None:
+        f = node.func
+        if (isinstance(f, cst.Name) and f.value in _READING_CALLS) or _root(f) in FUNCTION_NAMESPACES:
+            self._keep(*(a.value for a in node.args))
+
+    def visit_For(self, node) -> None:
+        self._keep(node.iter)
+
+    def visit_CompFor(self, node) -> None:
+        self._keep(node.iter)
+
+    def visit_Return(self, node) -> None:
+        self._keep(node.value)
+
+    def visit_ComparisonTarget(self, node) -> None:
+        if isinstance(node.operator, (cst.In, cst.NotIn)):
+            self._keep(node.comparator)
+
+    def visit_AssignTarget(self, node) -> None:
+        self._keep(node.target)
+
+    def visit_AugAssign(self, node) -> None:
+        self._keep(node.target)
+
+    def visit_AnnAssign(self, node) -> None:
+        self._keep(node.target)
+
+
+def built_containers(fn: cst.FunctionDef) -> frozenset:
+    """Names ``fn`` binds only to lists and dicts it builds (``[...]``, ``{...}``, ``list(...)``)."""
+    return frozenset(
+        name
+        for name, values in bound_values(fn.body.body).items()
+        if all(
+            isinstance(v, _BUILT) or (isinstance(v, cst.Call) and getattr(v.func, "value", None) in ("list", "dict"))
+            for v in values
+        )
+    )
+
+
+def private_containers(fn: cst.FunctionDef) -> dict:
+    """Built containers (``built_containers``) ``fn`` never hands on whole (to another name, an
+    attribute, a call of its own, a closure): a change of their structure is seen by ``fn`` alone,
+    and by its caller only through what it returns. Each with the keys it surely has (those of
+    the dict displays that are its every binding)."""
+    built = built_containers(fn)
+    v = _Handed()
+    for s in fn.body.body:
+        read(s, v)
+    values = bound_values(fn.body.body)
+    return {
+        name: frozenset.intersection(*(_display_keys(value) for value in values[name]))
+        for name in built - set(param_names(fn)) - v.escaped
+        if all(use in v.private for use in v.uses.get(name, ()))
+    }
+
+
+def _display_keys(value) -> frozenset:
+    if not isinstance(value, cst.Dict):
+        return frozenset()
+    return frozenset(
+        e.key.evaluated_value
+        for e in value.elements
+        if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+    )
+
+
+class _Reshaping(cst.CSTVisitor):
+    def __init__(self, private) -> None:
+        self.private, self.found = private, set()
+
+    def _entry(self, target, adds: bool) -> None:
+        if not (isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name)):
+            return
+        name = target.value.value
+        if name not in self.private:
+            return
+        key = (
+            target.slice[0].slice.value
+            if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index)
+            else None
+        )
+        known = isinstance(key, cst.SimpleString) and key.evaluated_value in self.private[name]
+        if not adds or not known:
+            self.found.add(name)
+
+    def visit_Del(self, node) -> None:
+        for t in node.target.elements if isinstance(node.target, cst.Tuple) else [cst.Element(node.target)]:
+            self._entry(t.value, False)
+
+    def visit_AssignTarget(self, node) -> None:
+        self._entry(node.target, True)
+
+
+def structure_changed(stmts, private: dict, mutating_helpers=None) -> set:
+    """The ``private`` containers whose length or keys ``stmts`` may change: a container method
+    (``append``), a ``del`` of an entry, a store under a key the dict may not have."""
+    v = _Reshaping(private)
+    for s in stmts:
+        read(s, v)
+    return v.found | (block_effects(stmts, mutating_helpers).containers & set(private))

@@ -12,11 +12,12 @@ objects. (The ``visit_<Node>_<field>`` attribute hooks are not called: no pass h
 from __future__ import annotations
 
 import functools
-import inspect
 import re
 import typing
 
 import libcst as cst
+
+from ..libcst_internals import visit_order_source
 
 _CHILD = re.compile(r'visit_(\w+)\(\s*self,\s*"(\w+)"')
 
@@ -26,7 +27,7 @@ def _children(node_type: type) -> tuple[tuple[str, str], ...]:
     """(field, how libcst visits it) for the fields of ``node_type`` holding children, in the
     order libcst visits them (read once from its ``_visit_and_replace_children``, which names
     each field as it visits it: required, optional, sentinel, sequence or body_sequence)."""
-    found = _CHILD.findall(inspect.getsource(node_type._visit_and_replace_children))
+    found = _CHILD.findall(visit_order_source(node_type))
     return tuple({field: how for how, field in found}.items())
 
 

@@ -1,8 +1,9 @@
-"""``len(t)``, ``bool(t)``, ``int(t)``, ``float(t)`` -> runtime forms in a function torch's export named:
-a Python number that is data stays symbolic until something truly needs its value.
+"""``len(t)``, ``bool(t)``, ``int(t)``, ``float(t)``, ``max(a, b)`` -> runtime forms in a function torch's
+export named: a Python number that is data stays symbolic until something truly needs its value.
 
     num_rois = len(rois)              ->    num_rois = _ub.len_(rois)
     return bool((x > 1.5).any())      ->    return _ub.bool_((x > 1.5).any())
+    bound = max(abs(lo), abs(hi))     ->    bound = _ub.max_(abs(lo), abs(hi))    (lo = t.min().item())
 
 ``Tensor.__len__``/``__bool__``/``__int__``/``__float__`` must return Python values; when the
 value is data (``boxes[keep]`` after NMS, a flag a helper computes from a tensor), export
@@ -10,7 +11,9 @@ stops there. Each form is Python's own eagerly and for values torch knows; under
 gives the symbolic length, or a 0-d tensor standing for the number, which a dispatched ``if``
 of the caller takes as a cond, arithmetic and comparisons as any tensor. Where a real Python
 value is needed later (a ``range``, a shape), torch stops at that line instead, which names
-it. Conversions of plain tensor expressions only (the original cannot run under export
+it. ``max``/``min`` of several values compare them in Python; with one of them data, their
+forms give the extreme as ``torch.sym_max`` does, without a guard. Conversions of plain tensor
+expressions only (the original cannot run under export
 there), and only for the functions ``unbranch.export`` rewrites because torch stopped in them
 (the ``lengths`` option), not in model discovery: a harmless ``len`` there is no reason to
 change code.
@@ -28,15 +31,25 @@ from ..analysis.names import block_writes, param_names
 from ..passes import Kind, Pass, Rewrite, Unchanged
 
 _FORMS = {"len": "len_", "bool": "bool_", "int": "int_", "float": "float_"}
+_EXTREMES = {"max": "max_", "min": "min_"}  # of several numbers, one of them data: max(abs(lo), abs(hi))
 
 
 def _converts(node, classifier) -> bool:
-    if not (isinstance(node.func, ast.Name) and node.func.id in _FORMS and len(node.args) == 1):
+    if not isinstance(node.func, ast.Name):
+        return False
+    if node.func.id in _EXTREMES:
+        return _extreme(node.args, node.keywords) and any(classifier.kind(a) == TENSOR for a in node.args)
+    if not (node.func.id in _FORMS and len(node.args) == 1):
         return False
     return node.func.id == "len" or classifier.kind(node.args[0]) == TENSOR
 
 
-CONVERSION = Kind("conversion", r"\b(?:len|bool|int|float)\(", (ast.Call,), _converts)
+def _extreme(args, keywords) -> bool:
+    """``max(a, b, ...)``: two values or more, no ``key=``/``default=``, no unpacking."""
+    return len(args) >= 2 and not keywords and not any(isinstance(a, ast.Starred) for a in args)
+
+
+CONVERSION = Kind("conversion", r"\b(?:len|bool|int|float|max|min)\(", (ast.Call,), _converts)
 
 
 class Conversions(Pass):
@@ -80,6 +93,8 @@ class Conversions(Pass):
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         func, args = updated.func, updated.args
+        if isinstance(func, cst.Name) and func.value in _EXTREMES and func.value not in self.shadowed:
+            return self._extreme(original, updated)
         if not (isinstance(func, cst.Name) and func.value in _FORMS and len(args) == 1) or func.value in self.shadowed:
             return updated
         if args[0].keyword is not None or args[0].star:
@@ -92,4 +107,13 @@ class Conversions(Pass):
         if func.value != "len" and isinstance(inner, cst.Attribute) and inner.attr.value == "item":
             value = inner.value  # int(t.item()) is int(t): the tensor itself, not a symbol of its value
         call = self.ctx.runtime_call(_FORMS[func.value], value)
+        return call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+    def _extreme(self, original: cst.Call, updated: cst.Call):
+        args = updated.args
+        if len(args) < 2 or any(a.keyword is not None or a.star for a in args):
+            return updated
+        if not any(self.ctx.classifier.kind(a.value) == TENSOR for a in original.args):
+            return updated
+        call = self.ctx.runtime_call(_EXTREMES[updated.func.value], *(a.value for a in args))
         return call.with_changes(lpar=updated.lpar, rpar=updated.rpar)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.classify import STATIC
-from ..analysis.effects import mutated_parameters
+from ..analysis.effects import mutated_parameters, private_containers, structure_changed
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, orelse_body
 from ..analysis.names import OwnScope, block_declared, block_writes, bound_values, param_names
@@ -68,18 +68,23 @@ def _sheltering(s) -> list:
     return []
 
 
-def _block(stmts, ctx, local, bound, whole: bool) -> list:
+def _block(stmts, ctx, local, bound, whole: bool, private=frozenset()) -> list:
     """``bound``: (names surely bound, names maybe bound) where ``stmts`` start; ``whole``: they run
-    to the end of the function (falling off it returns None)."""
+    to the end of the function (falling off it returns None); ``private``: the function's own
+    containers (``private_containers``)."""
     out = stmts = [_chosen(s, stmts[i + 1 :], ctx) for i, s in enumerate(stmts)]
     for i, s in enumerate(stmts):
         last = i + 1 == len(stmts)
-        if (_needs_tail(s, ctx) and (not last or isinstance(s, cst.If))) or (
-            not last and _leaves_python_value(s, stmts[:i], stmts[i + 1 :], ctx)
+        reshaped = not last and _reshapes(s, stmts[i + 1 :], ctx, private)
+        if (
+            (_needs_tail(s, ctx) and (not last or isinstance(s, cst.If)))
+            or reshaped
+            or (not last and _leaves_python_value(s, stmts[:i], stmts[i + 1 :], ctx))
         ):
-            return [*out[:i], *_push(s, stmts[i + 1 :], ctx, local, _after(stmts[:i], bound), whole)]
+            at = _after(stmts[:i], bound)
+            return [*out[:i], *_push(s, stmts[i + 1 :], ctx, local, at, whole, private, copied=reshaped)]
         if _sheltering(s) and _holds_tail(s, ctx):
-            out[i] = _sheltered(s, ctx, local, _after(stmts[:i], bound))
+            out[i] = _sheltered(s, ctx, local, _after(stmts[:i], bound), private)
     return out
 
 
@@ -105,6 +110,20 @@ def _leaves_python_value(s, before, tail, ctx) -> bool:
             if any(_python_value(v, ctx) for v in found):
                 return True
     return False
+
+
+def _reshapes(s, tail, ctx, private) -> bool:
+    """Is ``s`` a dispatched ``if`` whose branches change the structure of a container of the
+    function's own (``outs.append(v)``, ``del cache[k]``, a new key) that the rest reads?
+
+    No cond output can carry a list or dict whose length or keys differ by side; with the rest
+    moved into both branches, each side works on its own container and returns tensors.
+    """
+    if not private or not isinstance(s, cst.If) or not ctx.is_candidate(s):
+        return False
+    sides = list(s.body.body) + orelse_body(s)
+    reshaped = structure_changed(sides, private, ctx.mutating_helpers)
+    return bool(reshaped & live_in(tail, set()))
 
 
 def _chosen(s, tail, ctx):
@@ -172,17 +191,19 @@ def _python_value(value, ctx) -> bool:
     return ctx.classifier.kind(value) == STATIC
 
 
-def _sheltered(s, ctx, local, bound):
+def _sheltered(s, ctx, local, bound, private):
     """A ``try``/``with`` whose blocks have the rest of each block moved through their ``if``s: a
     return under a dispatched test inside one ends its block on both sides (nothing leaves it)."""
 
     def block(part, at):
-        return part.with_changes(body=part.body.with_changes(body=_block(part.body.body, ctx, local, at, False)))
+        return part.with_changes(
+            body=part.body.with_changes(body=_block(part.body.body, ctx, local, at, False, private))
+        )
 
     if isinstance(s, cst.With):
         new = block(s, bound)
     else:
-        parts = {"body": s.body.with_changes(body=_block(s.body.body, ctx, local, bound, False))}
+        parts = {"body": s.body.with_changes(body=_block(s.body.body, ctx, local, bound, False, private))}
         parts["handlers"] = [block(h, bound) for h in s.handlers]
         if s.orelse is not None:
             parts["orelse"] = block(s.orelse, _after(s.body.body, bound))
@@ -249,14 +270,16 @@ class _WithRest:
         return self.base.get(callee, default) if self.base is not None else default
 
 
-def _push(node: cst.If, tail, ctx, local, bound, whole: bool) -> list:
+def _push(node: cst.If, tail, ctx, local, bound, whole: bool, private=frozenset(), copied=False) -> list:
+    """The rest ``tail`` moved into both branches of ``node``; ``copied``: as copies, never one
+    function both call (which a container of the function's own would be handed to)."""
     original = node
     if ctx.kinds is not None:
         ctx.kinds.add(ATTRIBUTE)  # the rest may set attributes, in a branch now: AttributeState's work
     both = tail and not ends_in_return(node.body.body) and not ends_in_return(orelse_body(node))
     rest_def = None
     params = _params(node, tail, local, bound) if both else None
-    if params is not None and (len(tail) > 1 or not ends_in_return(tail)) and _shareable(tail, ctx):
+    if params is not None and not copied and (len(tail) > 1 or not ends_in_return(tail)) and _shareable(tail, ctx):
         # the rest is needed on both sides: one function for it, called where it would run
         (name,) = ctx.namer.numbered(ctx.prefix, ("rest",))
         body = explicit_super(tail, ctx)
@@ -280,9 +303,9 @@ def _push(node: cst.If, tail, ctx, local, bound, whole: bool) -> list:
 
     def branch(stmts):
         if ends_in_return(stmts) or not tail:
-            return _block(list(stmts), ctx, local, bound, whole)
+            return _block(list(stmts), ctx, local, bound, whole, private)
         moved = tail if next(copies) == 0 else [ctx.origins.cloned(t) for t in tail]
-        return _block([*stmts, *moved], ctx, local, bound, whole)
+        return _block([*stmts, *moved], ctx, local, bound, whole, private)
 
     body = branch(node.body.body)
     orelse = branch(orelse_body(node))
@@ -387,5 +410,5 @@ class EarlyReturn(Pass):
             return updated  # (the names the function binds are a walk of all of it: only when needed)
         local = set(param_names(updated)) | block_writes(body)
         params = set(param_names(updated))
-        new = _block(body, self.ctx, local, (params, params), True)
+        new = _block(body, self.ctx, local, (params, params), True, private_containers(updated))
         return updated.with_changes(body=updated.body.with_changes(body=new))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.effects import block_effects
+from ..analysis.effects import CONTAINER_METHODS, block_effects
 from ..analysis.names import OwnScope, block_reads, block_writes
 from ..analysis.walk import read
 
@@ -12,8 +12,9 @@ from ..analysis.walk import read
 class _Blockers(OwnScope, cst.CSTVisitor):
     """Constructs that cannot move into a branch function, with the reason."""
 
-    def __init__(self) -> None:
+    def __init__(self, private=frozenset()) -> None:
         self.found: list[tuple[cst.CSTNode, str]] = []
+        self.private = private  # containers only the function sees: deleting their entries is no effect
         self.loops = 0
         self.shelter = 0  # inside with/try: a return there cannot become a branch output
         self.final = set()  # ids of returns ending a with body: the with returns on every path
@@ -64,18 +65,54 @@ class _Blockers(OwnScope, cst.CSTVisitor):
     visit_Nonlocal = visit_Global
 
     def visit_Del(self, node):
-        self.found.append((node, "del in a branch"))
+        targets = node.target.elements if isinstance(node.target, cst.Tuple) else [cst.Element(node.target)]
+        entries = [t.value for t in targets if isinstance(t.value, cst.Subscript)]
+        if len(entries) < len(targets) or not all(
+            isinstance(t.value, cst.Name) and t.value.value in self.private for t in entries
+        ):
+            self.found.append((node, "del in a branch"))
 
     def visit_Call(self, node):
         if isinstance(node.func, cst.Name) and node.func.value in ("locals", "vars", "exec", "eval") and not node.args:
             self.found.append((node, f"{node.func.value}() in a branch"))
 
 
-def blockers(stmts) -> list[tuple[cst.CSTNode, str]]:
-    v = _Blockers()
+def blockers(stmts, private=frozenset()) -> list[tuple[cst.CSTNode, str]]:
+    v = _Blockers(private)
     for s in stmts:
         read(s, v)
     return v.found
+
+
+class _Unstructured(cst.CSTTransformer):
+    """A block without its statements that change only the structure of ``private`` containers
+    (``del c[k]``, ``c[k] = v``, ``c.append(v)``): what is left changes their entries, if anything."""
+
+    def __init__(self, private) -> None:
+        self.private = private
+
+    def _named(self, expr) -> bool:
+        return isinstance(expr, cst.Name) and expr.value in self.private
+
+    def leave_SimpleStatementLine(self, original, updated):
+        kept = [small for small in updated.body if not self._structural(small)]
+        return updated.with_changes(body=kept or [cst.Pass()])
+
+    def _structural(self, small) -> bool:
+        if isinstance(small, cst.Del):
+            return isinstance(small.target, cst.Subscript) and self._named(small.target.value)
+        if isinstance(small, cst.Assign):
+            targets = [t.target for t in small.targets]
+            return all(isinstance(t, cst.Subscript) and self._named(t.value) for t in targets)
+        call = small.value if isinstance(small, cst.Expr) else None
+        f = call.func if isinstance(call, cst.Call) else None
+        return isinstance(f, cst.Attribute) and f.attr.value in CONTAINER_METHODS and self._named(f.value)
+
+
+def entries_changed(stmts, private, mutating_helpers) -> frozenset:
+    """The ``private`` containers whose entries (tensors) ``stmts`` change in place, not only their structure."""
+    stripped = [s.visit(_Unstructured(private)) for s in stmts]
+    return block_effects(stripped, mutating_helpers).mutated & private
 
 
 def lost_effect(node, stmts, visible, ctx, where: str) -> str | None:

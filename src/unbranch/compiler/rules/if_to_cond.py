@@ -25,14 +25,15 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..analysis.classify import SHAPE
-from ..analysis.effects import block_effects
+from ..analysis.effects import block_effects, built_containers, private_containers
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surroundings
-from ..analysis.names import block_reads, block_writes, bound_values, param_names
+from ..analysis.names import block_reads, block_writes, param_names
 from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
 from ..lower.predicates import runtime_predicate
+from ..normalise.reports import untraced
 from ..passes import IF, IFEXP, LOOP, Cannot, Pass, Refused, Rewrite, Unchanged
-from ._checks import binds_python_values, blockers, entries_bound, holds_unconverted, lost_effect
+from ._checks import binds_python_values, blockers, entries_bound, entries_changed, holds_unconverted, lost_effect
 from ._loops import indexed_by_test
 
 
@@ -113,26 +114,24 @@ class IfToCond(Pass):
         return set(param_names(self.fn))
 
     @functools.cached_property
-    def containers(self) -> set[str]:
-        """Names the function binds only to lists and dicts it builds (``[...]``, ``{...}``, ``list(...)``)."""
-        built = (cst.List, cst.Dict, cst.ListComp, cst.DictComp)
-        return {
-            name
-            for name, values in bound_values(self.fn.body.body).items()
-            if all(
-                isinstance(v, built) or (isinstance(v, cst.Call) and getattr(v.func, "value", None) in ("list", "dict"))
-                for v in values
-            )
-        }
+    def containers(self) -> frozenset:
+        return built_containers(self.fn)
+
+    @functools.cached_property
+    def private(self) -> frozenset:
+        return frozenset(private_containers(self.fn))
 
     @functools.cached_property
     def fn_effects(self):
         """The whole function's effects: asked only about a name rebound on one side of an if."""
         return block_effects(self.fn.body.body, self.ctx.mutating_helpers)
 
+    def visit_If(self, node) -> bool:
+        return not untraced(node, self.ctx.runtime)  # (an if that only reports: never traced, left as written)
+
     def leave_If(self, original: cst.If, updated: cst.If):
         ctx = self.ctx
-        if not ctx.is_candidate(original):
+        if not ctx.is_candidate(original) or untraced(original, ctx.runtime):
             return updated
         if ctx.condition_kind(original) == SHAPE and holds_unconverted(updated, ctx.runtime):
             # a cond would trace both sides, and the side the export's example does not take holds
@@ -175,6 +174,12 @@ class IfToCond(Pass):
                 tuple_node([cst.Integer(str(outputs.index(n))), cst.Integer(str(operands.index(n)))]) for n in kept
             ]
             args.append(keyword("kept", tuple_node(pairs)))
+        one_side = ctx.one_side.get(ctx.origins.line(original))
+        if one_side is not None and (ctx.one_sided or ctx.condition_kind(original) == SHAPE):
+            # torch could trace one side only: under export it runs behind a check the condition takes it
+            where = f"{ctx.source.path}:{ctx.line_of(original)}"
+            args.append(keyword("keep", tuple_node([cst.SimpleString(repr(text)) for text in (*one_side, where)])))
+            ctx.note(original, "one-sided", f"under export only the {one_side[0]} side, checked: {one_side[1]}")
         flags = [n for n in outputs or () if n in ctx.classifier.literal_flags]  # tensors in a cond
         if flags:
             args.append(keyword("literals", tuple_node([cst.Integer(str(outputs.index(n))) for n in flags])))
@@ -190,11 +195,15 @@ class IfToCond(Pass):
 
     def _plan(self, node, body, orelse):
         """How the if becomes branch functions; ``Cannot`` says why it cannot."""
+        returns = ends_in_return(body) and ends_in_return(orelse)
+        # both sides return (the rest of the function moved in): what they do to a container only this
+        # function sees (append, del of an entry) ends with them
+        private = self.private if returns else frozenset()
+        private -= entries_changed(body + orelse, private, self.ctx.mutating_helpers)
         for part in (body, orelse):
-            found = blockers(part)
+            found = blockers(part, private)
             if found:
                 raise Cannot(found[0][1])
-        returns = ends_in_return(body) and ends_in_return(orelse)
         if not returns and returns_through_ifs([node]):
             raise Cannot("a return on some paths of the if only")
         facts = self.facts
@@ -203,13 +212,13 @@ class IfToCond(Pass):
         declared = block_writes(body + orelse) & facts.declared_nonlocal
         if declared and returns:
             raise Cannot(f"'{sorted(declared)[0]}' is declared global/nonlocal and assigned in a returning branch")
-        why = lost_effect(node, body + orelse, facts.before(node), self.ctx, "a branch")
+        why = lost_effect(node, body + orelse, facts.before(node) - private, self.ctx, "a branch")
         if why:
             raise Cannot(why)
         names = facts.locals | declared
         before = facts.before(node) | declared
         effects = block_effects(body + orelse, self.ctx.mutating_helpers)
-        mutated = effects.mutated & names
+        mutated = effects.mutated & names - private
         if returns:
             outputs = None
             live_end = set()

@@ -8,9 +8,9 @@ tensor under export has not (``Could not extract specialized integer``). ``_ub.s
 ``container[index]`` eagerly, and a chain of conds over the items under export (see
 runtime/selection.py); a call of the item moves into a lambda run on the item chosen, so
 modules and functions are chosen too. Only an index that is plainly data (``int(t)``,
-``t.item()``, a call giving a tensor such as ``t.argmax()``) into a container that is not
-plainly a tensor; stores (``heads[i] = m``), slices and indices that are names (a loop's
-index, which the loop rules index by) stay as written.
+``t.item()``, a call giving a tensor such as ``t.argmax()``, a name only ever bound to such
+values) into a container that is not plainly a tensor; stores (``heads[i] = m``), slices and
+other names (a loop's index, which the loop rules index by) stay as written.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ _CONVERSIONS = {"int": "int_", "float": "float_"}
 
 
 def _data_index(index: ast.expr, classifier) -> bool:
-    """``int(t)``, ``float(t)``, ``t.item()`` of something that may be data, or a call giving a tensor."""
+    """``int(t)``, ``float(t)``, ``t.item()`` of something that may be data, a call giving a tensor, or a
+    name every assignment of which is one (``idx = int(scores.argmax())``; never a loop's target)."""
+    if isinstance(index, ast.Name):
+        return classifier.kind(index) == TENSOR
     if isinstance(index, ast.Call):
         f = index.func
         if _conversion(f, classifier) and len(index.args) == 1 and not index.keywords:
