@@ -178,3 +178,30 @@ def test_an_assert_a_hook_writes_becomes_a_check(strict):
         torch.testing.assert_close(ep.module()(good), m(good))
     with pytest.raises(RuntimeError, match="positive input only"):
         ep.module()(neg(5, 2))
+
+
+class RefusesLargeInputs(torch.nn.Module):
+    def forward(self, x):
+        if x.max() > 100:
+            raise ValueError("too large")
+        return x * 2
+
+
+@pytest.mark.parametrize("checks", ["auto", "async", "sync"])
+@pytest.mark.parametrize("strict", MODES)
+def test_a_failed_check_raises_a_catchable_error_and_the_next_call_works(strict, checks):
+    """Every ``checks=`` mode keeps the check in the program (under strict export too) with the user's
+    message; "sync" asserts a copy of the condition on the CPU, which on CUDA is what keeps a failure
+    from becoming a device-side assert (the CPU run here checks it fails like Python and recovers)."""
+    dims = ({0: torch.export.Dim.DYNAMIC},)
+    ep = unbranch.export(RefusesLargeInputs(), (torch.randn(3, 4),), dynamic_shapes=dims, strict=strict, checks=checks)
+    program = ep.module()
+    with pytest.raises(RuntimeError, match="too large"):
+        program(torch.full((5, 4), 500.0))
+    torch.testing.assert_close(program(torch.ones(6, 4)), torch.full((6, 4), 2.0))
+    assert unbranch.runtime.checks.CHECKS == "auto"  # (the mode is the export's, not left behind)
+
+
+def test_an_unknown_checks_mode_is_refused_naming_the_modes():
+    with pytest.raises(unbranch.UnbranchError, match="'auto', 'async', 'sync'"):
+        unbranch.export(RefusesLargeInputs(), (torch.randn(3, 4),), checks="eager")

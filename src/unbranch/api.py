@@ -14,6 +14,7 @@ from .exporting.arguments import (
     CONTEXT_KEYWORDS,
     TRANSFORM_KEYWORDS,
     check_arguments,
+    check_checks,
     check_hooks,
     check_patch_details,
     check_target,
@@ -22,12 +23,22 @@ from .exporting.arguments import (
 )
 from .exporting.guided import Guide
 from .exporting.report import Report, remember, say
-from .exporting.session import EXPORTS, session
+from .exporting.session import one_export, session
 from .load import rewriting
 from .load.rewriting import RewrittenMethod
 
 
-def export(mod, args=(), kwargs=None, *, dynamic_shapes=None, strict: bool = False, one_sided: bool = False, **options):
+def export(
+    mod,
+    args=(),
+    kwargs=None,
+    *,
+    dynamic_shapes=None,
+    strict: bool = False,
+    one_sided: bool = False,
+    checks: str = "auto",
+    **options,
+):
     """``torch.export.export``, made to get past Python control flow on data; same arguments, same result.
 
     The plain export runs first; when it works its program is returned as torch made it, and
@@ -42,11 +53,18 @@ def export(mod, args=(), kwargs=None, *, dynamic_shapes=None, strict: bool = Fal
     that the condition takes it (it raises on an input that would take the side left out), with
     a warning: by default for a condition on sizes (as torch itself specialises on a size), and
     for one on values with ``one_sided=True``.
+
+    ``checks``: how a failed check on data (``if c: raise``, an index out of range) fails in the
+    program. "async" (``torch._assert_async``) keeps the message and never waits for the device,
+    but on CUDA is a device-side assert that leaves the process's CUDA context unusable; "sync"
+    reads the condition to the host (a RuntimeError the caller catches, the next call works;
+    torch's message); "auto" (default): sync for conditions on an accelerator, async on the CPU.
     """
     check_type("export", "one_sided", one_sided, bool)
+    check_checks("export", checks)
     guide = Guide(model=mod, one_sided=one_sided)
     try:
-        with EXPORTS:  # (one export at a time in the process: see exporting.session)
+        with one_export(checks):  # (one at a time in the process, torch's defaults kept: see exporting.session)
             ep = guide.run(
                 lambda: torch.export.export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict, **options)
             )
@@ -106,6 +124,7 @@ def torch_export_rewrite(
     max_loop_iterations: int | None = None,
     batch_loops: bool = True,
     one_sided: bool = False,
+    checks: str = "auto",
     **unknown,
 ):
     """Swap in rewritten code for what ``rewrite`` names while inside the ``with`` block.
@@ -128,6 +147,8 @@ def torch_export_rewrite(
     ``batch_loops=False`` keeps a loop whose steps carry nothing as a scan under non-strict
     export, instead of one batched computation (``torch.vmap``), whose peak memory is that of
     all its steps at once.
+    ``checks``: how a failed check on data fails in the program ("auto", "async", "sync": see
+    ``unbranch.export``).
     """
     check_arguments("torch_export_rewrite", extra, unknown, CONTEXT_KEYWORDS)
     check_type("torch_export_rewrite", "verbose", verbose, int)
@@ -140,6 +161,7 @@ def torch_export_rewrite(
     check_target(target, max_loop_iterations)
     check_type("torch_export_rewrite", "batch_loops", batch_loops, bool)
     check_type("torch_export_rewrite", "one_sided", one_sided, bool)
+    check_checks("torch_export_rewrite", checks)
     check_patch_details(patch_details)
     named, models = targets(rewrite)
     loops = {"target": target, "max_loop_iterations": max_loop_iterations, "batch": batch_loops}
@@ -152,6 +174,7 @@ def torch_export_rewrite(
         lower_under_compile,
         loops,
         one_sided,
+        checks,
     )
     return context if patch_details is None else _filling(context, patch_details)
 

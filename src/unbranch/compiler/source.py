@@ -27,7 +27,10 @@ class SourceInfo:
 
 
 def innermost_function(obj) -> types.FunctionType:
-    """Resolve methods, static/classmethods and decorator chains to the function to rewrite."""
+    """Resolve methods, static/classmethods, properties (their getter) and decorator chains to the
+    function to rewrite."""
+    if isinstance(obj, property) and obj.fget is not None:
+        obj = obj.fget
     if isinstance(obj, (staticmethod, classmethod)):
         obj = obj.__func__
     if isinstance(obj, types.MethodType):

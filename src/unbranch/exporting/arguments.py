@@ -28,6 +28,7 @@ CONTEXT_KEYWORDS = (
     "max_loop_iterations",
     "batch_loops",
     "one_sided",
+    "checks",
 )
 HOOKS = ("filter_node", "pre_rewriter", "post_rewriter")
 
@@ -120,6 +121,17 @@ def targets(rewrite) -> tuple[list[tuple[object, dict]], list[torch.nn.Module]]:
                 construct="rewrite target",
             )
     return out, models
+
+
+def check_checks(name: str, checks) -> None:
+    """``checks`` is one of the runtime's ways for a failed check to fail (runtime.checks.CHECKS)."""
+    from ..runtime.checks import CHECK_MODES
+
+    if checks not in CHECK_MODES:
+        raise UnbranchError(
+            f"{name}() got checks={checks!r}; it accepts one of {', '.join(map(repr, CHECK_MODES))}",
+            construct="arguments",
+        )
 
 
 def check_target(target, max_loop_iterations) -> None:

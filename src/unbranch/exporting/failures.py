@@ -71,10 +71,18 @@ def _chain_text(e: BaseException) -> str:
     return "\n".join(parts)
 
 
+# torch's own packages of user-level Python, rewritten as a user's code is: a distribution
+# validates its arguments (``if not valid.all(): raise ValueError``) by default, outside python -O
+_TORCH_USER_LEVEL = (os.path.join(_TORCH, "distributions") + os.sep,)
+
+
 def is_user_file(path: str) -> bool:
-    """Code unbranch may rewrite: not torch, not unbranch itself, not the standard library."""
+    """Code unbranch may rewrite: not torch (but for its user-level packages), not unbranch itself, not
+    the standard library."""
     if path.startswith(GENERATED):
         return True  # rewritten code: it stands for the user's own lines
+    if path.startswith(_TORCH_USER_LEVEL):
+        return True
     if path.startswith(("<frozen", "<eval_with_key>", _TORCH, _UNBRANCH)):  # (the second: torch.fx's code)
         return False
     return not (path.startswith(_STDLIB) and not any(s in path for s in _SITE))

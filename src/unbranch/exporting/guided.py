@@ -235,7 +235,12 @@ class Guide:
         if found is None:
             return f"no function object runs {site.name}() of {site.path}"
         try:
-            fn = found.probe if isinstance(found, Nested) else innermost_function(found)
+            if isinstance(found, Nested):
+                fn = found.probe
+            elif isinstance(found, types.FunctionType) and original_code(found) is code:
+                fn = found  # the code torch stopped in: a decorator's wrapper itself, not what it wraps
+            else:
+                fn = innermost_function(found)
         except UnbranchError as e:
             return e.reason
         key = found.code if isinstance(found, Nested) else fn

@@ -69,6 +69,8 @@ def _functions_in(namespace, module: str, seen: set):
             seen.add(id(value))
             yield from _functions_in(value, module, seen)
         elif callable(value):
+            if isinstance(value, types.FunctionType) and hasattr(value, "__wrapped__"):
+                yield value  # a decorator's wrapper runs too (functools.wraps), with its own code
             try:
                 fn = inspect.unwrap(value)
             except ValueError:
@@ -101,11 +103,15 @@ def function_for(code: types.CodeType) -> types.FunctionType | Nested | None:
         if isinstance(ref, types.FunctionType) and original_code(ref) is code and "<locals>" not in ref.__qualname__:
             return ref
     module = _module_of(code.co_filename)
-    for fn in _functions_in(module, module.__name__, set()) if module is not None else ():
-        top = original_code(fn)
-        if top is code:
+    functions = list(_functions_in(module, module.__name__, set())) if module is not None else []
+    # the very function object first: one a factory or a decorator made, kept in a class or the
+    # module (``forward = make_forward(0.4)``, a ``functools.wraps`` wrapper), runs this code itself,
+    # where the factory holding the code would only make new ones
+    for fn in functions:
+        if original_code(fn) is code:
             return fn
-        if _contains(top, code):
+    for fn in functions:
+        if _contains(original_code(fn), code):
             return Nested(fn, code)
     for ref in gc.get_referrers(code):  # a function not reachable from its module (made by a factory)
         if isinstance(ref, types.FunctionType) and original_code(ref) is code:

@@ -16,6 +16,7 @@ from ..errors import UnbranchError
 from ..load.rewriting import MODEL_OPTIONS, options_for, rewrite
 from ..load.swap import swapped_in, swapped_out
 from ..runtime import _tracing
+from ..runtime import checks as _checks
 from ..runtime import loops as _loops
 from ..runtime.control_flow import rejection, torch_limit
 from .arguments import HOOKS
@@ -30,6 +31,22 @@ from .report import Report, dump, say
 # held by unbranch.export for its call and by a context while it is open (re-entrant: a
 # context's own exports, and unbranch.export inside a context, take it again)
 EXPORTS = threading.RLock()
+
+
+@contextlib.contextmanager
+def one_export(checks: str = "auto"):
+    """Hold ``EXPORTS`` with the runtime's ``checks`` mode (runtime.checks.CHECKS), and leave torch's
+    process-wide defaults as they were: the first cond traced starts dynamo, whose one-time patching
+    turns off argument validation of every distribution (``Distribution.set_default_validate_args(False)``),
+    which a plain export never does."""
+    with EXPORTS:
+        validating, mode = torch.distributions.Distribution._validate_args, _checks.CHECKS
+        _checks.CHECKS = checks
+        try:
+            yield
+        finally:
+            _checks.CHECKS = mode
+            torch.distributions.Distribution.set_default_validate_args(validating)
 
 
 def plan(named: list, models: list, strict: bool) -> Report:
@@ -148,12 +165,15 @@ def _guided(report: Report, call, one_sided: bool = False):
 
 
 @contextlib.contextmanager
-def session(named, models, dump_rewriting, verbose, strict, lower_under_compile, loops=None, one_sided=False):
+def session(
+    named, models, dump_rewriting, verbose, strict, lower_under_compile, loops=None, one_sided=False, checks="auto"
+):
     """The context manager torch_export_rewrite returns; yields the Report. ``loops``: the
     deployment target and loop bound the runtime lowers loops for, and whether it may batch
     a loop whose steps carry nothing (``runtime.loops.TARGET``, ``BATCH``); ``one_sided``: in
-    model mode, an if on values whose one side torch cannot trace may keep the other (Guide)."""
-    with EXPORTS:
+    model mode, an if on values whose one side torch cannot trace may keep the other (Guide); ``checks``:
+    how a failed check on data fails (runtime.checks.CHECKS)."""
+    with one_export(checks):
         yield from _session(named, models, dump_rewriting, verbose, strict, lower_under_compile, loops, one_sided)
 
 
@@ -231,6 +251,17 @@ def _at_site(site, kind: str, report: Report) -> UnbranchError:
     if site.path.startswith(GENERATED):  # rewritten code, where a construct was left as Python
         why = why_left(report.rewritten, site)
         return UnbranchError(f"{stops}: {why}", site.path, site.line, construct)
+    named = [rm for rm in report.rewritten if rm.source.path == site.path and _spans(rm.source, site.line)]
+    if named:  # named and rewritten, yet the original ran
+        return UnbranchError(
+            f"{stops} in {site.name}() ({site.text}): this context rewrote {named[0].qualname}, but torch ran "
+            "its original code, held by another function object (a decorator's wrapper, a copy, a factory "
+            "made it): name the function that runs, or export with unbranch.export(...), which rewrites "
+            "the code torch names",
+            site.path,
+            site.line,
+            construct,
+        )
     return UnbranchError(
         f"{stops} in {site.name}() ({site.text}), which this context "
         "did not rewrite: export with unbranch.export(...), which rewrites what torch names, or add the "
@@ -239,6 +270,10 @@ def _at_site(site, kind: str, report: Report) -> UnbranchError:
         site.line,
         construct,
     )
+
+
+def _spans(source, line: int) -> bool:
+    return source.line <= line < source.line + source.text.count("\n")
 
 
 # what a failure kind (failures.kind_of) tells the user, and the construct it names

@@ -20,6 +20,23 @@ from ._tracing import fail, is_symbolic, origin_of_caller, tracing
 __all__ = ["raise_if", "tracing", "unconverted"]  # (tracing: a report in a branch runs when it is False)
 
 
+# how a failed check on data fails under export (``checks=`` of unbranch.export and the context):
+# "async" asserts the condition where it is (torch._assert_async): no wait for the device, but on
+# CUDA a failure is a device-side assert that leaves the process's CUDA context unusable; "sync"
+# copies the 0-d condition to the CPU first and asserts it there: the call waits for the device,
+# and a failure is a RuntimeError with the message, which the caller catches and after which the
+# next call works; "auto": sync for a condition on an accelerator, async on the CPU (the same there)
+CHECKS = "auto"
+CHECK_MODES = ("auto", "async", "sync")
+
+
+def check(ok: torch.Tensor, message: str) -> None:
+    """Assert the 0-d bool tensor ``ok`` in the exported program, as ``CHECKS`` says."""
+    if CHECKS == "sync" or (CHECKS == "auto" and ok.device.type != "cpu"):
+        ok = ok.to("cpu")  # (torch._check of its value would be dropped under strict export: TORCH_FACTS §9)
+    torch._assert_async(ok, message)
+
+
 def raise_if(pred, make_exception, text=None):
     """Raise ``make_exception()`` when ``pred`` holds; a runtime assertion when it is symbolic.
 
@@ -33,7 +50,7 @@ def raise_if(pred, make_exception, text=None):
             _raise(make_exception, text)
         return
     if isinstance(pred, torch.Tensor):
-        torch._assert_async(torch.logical_not(pred), _message(make_exception, text))
+        check(torch.logical_not(pred), _message(make_exception, text))
     elif torch.compiler.is_dynamo_compiling():
         # strict export drops a check's message: should the example itself fail the check,
         # say so with the user's text (guarding a pred on sizes adds the check's own constraint;
@@ -53,7 +70,7 @@ def _assert_data(pred, make_exception, text):
     ``torch._check`` drops one on a float from the graph (measured): assert its tensor form.
     """
     ok = torch.scalar_tensor(torch.sym_not(pred), dtype=torch.bool)
-    torch._assert_async(ok, _message(make_exception, text))
+    check(ok, _message(make_exception, text))
 
 
 def _raise(make_exception, text):

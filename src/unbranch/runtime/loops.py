@@ -36,6 +36,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils import _pytree as pytree
 
 from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller, tracing
+from .checks import check
 from .jumps import accelerator, tensorised
 
 # the operators rewritten code calls as ``_ub.<name>``
@@ -127,7 +128,7 @@ def _while(test, step, state, where) -> tuple:
     final, _ = _scan(scan_step, state, torch.arange(MAX_ITERATIONS, device=device), device, False)
     # ExecuTorch removes runtime checks (RemoveGraphAssertsPass): the other backends make this one
     message = f"{place}: this loop needs more than max_loop_iterations={MAX_ITERATIONS} steps"
-    torch._assert_async(torch.logical_not(_bool_tensor(test(*final))), message)
+    check(torch.logical_not(_bool_tensor(test(*final))), message)
     return final
 
 

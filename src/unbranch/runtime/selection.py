@@ -26,6 +26,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ._tracing import fail, is_symbolic, origin_of_caller
+from .checks import check
 from .control_flow import _cond_exp
 
 # the operators rewritten code calls as ``_ub.<name>``
@@ -51,7 +52,7 @@ def select(container, index, use=None):
     if not keys:
         fail(f"{origin_of_caller(1)}: an item chosen by data from an empty {type(container).__name__}", "subscript")
     index = _as_tensor(index)
-    torch._assert_async(_is_key(index, keys, container), f"{origin_of_caller(1)}: index out of range")
+    check(_is_key(index, keys, container), f"{origin_of_caller(1)}: index out of range")
     items = [container[k] for k in keys]
     if use is None:
         if all(isinstance(v, numbers.Number) for v in items):

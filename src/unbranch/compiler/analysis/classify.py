@@ -376,6 +376,26 @@ def _pairwise(node: ast.Assign) -> bool:
     return len(names) == len(values) and all(isinstance(n, ast.Name) for n in names)
 
 
+def _bindings(fn: ast.FunctionDef):
+    """(name, the value it is bound to, or None where that value's kind is unknown) for each binding
+    of a name in ``fn``'s own scope: ``a, b = 1, t`` pairwise, other unpacking, loops, ``with``,
+    ``+=`` and ``:=`` unknown."""
+    for node in own_nodes(fn):
+        if isinstance(node, ast.Assign):
+            if _pairwise(node):  # lo, hi = t.min().item(), t.max().item()
+                yield from ((n.id, v) for n, v in zip(node.targets[0].elts, node.value.elts))
+                continue
+            for t in node.targets:
+                for n in (t,) if type(t) is ast.Name else ast.walk(t):  # (most targets: one name)
+                    if isinstance(n, ast.Name):
+                        yield n.id, node.value if t is n else None
+        elif isinstance(node, (ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+            target = node.items[0].optional_vars if isinstance(node, ast.With) else node.target
+            for n in ast.walk(target) if target is not None else ():
+                if isinstance(n, ast.Name):
+                    yield n.id, None
+
+
 def as_ast(expr: cst.BaseExpression) -> ast.expr:
     """The ``ast`` of a libcst expression (rendered in parentheses: it may span lines)."""
     return ast.parse(f"(\n{cst.Module([]).code_for_node(expr)}\n)", mode="eval").body
@@ -457,36 +477,32 @@ class Classifier:
         return c
 
     def _infer_assigned(self, fn: ast.FunctionDef) -> None:
-        """Names whose every assignment is TENSOR (resp. SHAPE, STATIC) take that kind; again while
-        that tells more (``a = x.sum(); b = a * 2``: ``b`` is TENSOR once ``a`` is)."""
+        """Names whose every assignment is TENSOR (resp. SHAPE, STATIC) take that kind; again, for the
+        assignments reading a name that just took one, while that tells more (``a = x.sum(); b = a * 2``:
+        ``b`` is TENSOR once ``a`` is)."""
+        bindings = list(_bindings(fn))  # (name, value or None: a value of unknown kind)
+        reads = [
+            {n.id for n in ast.walk(v) if isinstance(n, ast.Name)} if v is not None else set() for _, v in bindings
+        ]
+        kinds = [UNKNOWN] * len(bindings)
+        todo = range(len(bindings))
         for _ in range(8):  # (chains of names are short; each round only adds kinds)
-            known = (frozenset(self.tensor_names), frozenset(self.shape_names), frozenset(self.static_names))
-            self._assigned_kinds(fn)
-            if known == (frozenset(self.tensor_names), frozenset(self.shape_names), frozenset(self.static_names)):
+            for k in todo:
+                kinds[k] = self.kind(bindings[k][1]) if bindings[k][1] is not None else UNKNOWN
+            by_name: dict[str, list[str]] = {}
+            for (name, _), kind in zip(bindings, kinds):
+                by_name.setdefault(name, []).append(kind)
+            known = (set(self.tensor_names), set(self.shape_names), set(self.static_names))
+            self._decide(by_name)
+            changed = (self.tensor_names ^ known[0]) | (self.shape_names ^ known[1]) | (self.static_names ^ known[2])
+            todo = [k for k in range(len(bindings)) if reads[k] & changed]
+            if not todo:
                 break
         self.literal_flags = self._literal_flags(fn)
         self.static_names -= self.literal_flags
 
-    def _assigned_kinds(self, fn: ast.FunctionDef) -> None:
-        kinds: dict[str, list[str]] = {}
-        for node in own_nodes(fn):
-            if isinstance(node, ast.Assign):
-                k = self.kind(node.value)
-                for t in node.targets:
-                    if _pairwise(node) and len(node.targets) == 1:  # lo, hi = t.min().item(), t.max().item()
-                        for n, v in zip(t.elts, node.value.elts):
-                            if isinstance(n, ast.Name):
-                                kinds.setdefault(n.id, []).append(self.kind(v))
-                        continue
-                    for n in (t,) if type(t) is ast.Name else ast.walk(t):  # (most targets: one name)
-                        if isinstance(n, ast.Name):
-                            kinds.setdefault(n.id, []).append(k if t is n else UNKNOWN)
-            elif isinstance(node, (ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
-                target = node.items[0].optional_vars if isinstance(node, ast.With) else node.target
-                for n in ast.walk(target) if target is not None else ():
-                    if isinstance(n, ast.Name):
-                        kinds.setdefault(n.id, []).append(UNKNOWN)
-        for name, ks in kinds.items():
+    def _decide(self, by_name: dict[str, list[str]]) -> None:
+        for name, ks in by_name.items():
             if name in self.static_names:
                 if any(k != STATIC for k in ks):
                     self.static_names.discard(name)

@@ -1,0 +1,168 @@
+"""Code the guided path reaches as naming does (issue 38): a decorator's wrapper that branches on data,
+a forward made by a closure factory, a property named explicitly (its getter)."""
+
+import functools
+import types
+
+import pytest
+import torch
+from helpers import count_conds
+from torch.export import Dim
+
+import unbranch
+
+MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
+D0 = ({0: Dim.DYNAMIC},)
+
+
+def halved_when_saturated(threshold):
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            out = fn(self, *args, **kwargs)
+            if (out.abs() > threshold).float().mean() > 0.5:
+                out = out * 0.5
+            return out
+
+        return wrapper
+
+    return deco
+
+
+class WrappedForward(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(4, 4)
+
+    @halved_when_saturated(0.9)
+    def forward(self, x):
+        return torch.tanh(self.lin(x))
+
+
+def make_forward(k):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * k
+        return x - k
+
+    return forward
+
+
+class FactoryForward(torch.nn.Module):
+    forward = make_forward(0.4)
+
+
+class PropertyScale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.linspace(-1, 2, 4))
+
+    @property
+    def scale(self):
+        if self.w.sum() > 0:
+            return self.w * 2
+        return -self.w
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def _both_sides(ep, model, inputs):
+    for x in inputs:
+        torch.testing.assert_close(ep.module()(x), model(x))
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_a_decorators_wrapper_is_rewritten_where_torch_stops_in_it(strict):
+    model = WrappedForward()
+    ep = unbranch.export(model, (torch.randn(3, 4),), dynamic_shapes=D0, strict=strict)
+    assert count_conds(ep) == 1
+    assert [rm.source.text.splitlines()[1].strip() for rm in unbranch.report_of(ep)] == [
+        "def wrapper(self, *args, **kwargs):"
+    ]
+    _both_sides(ep, model, [torch.full((5, 4), 9.0), torch.zeros(6, 4)])
+    assert model.forward.__wrapped__.__name__ == "forward"  # (the decoration is as it was)
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_a_forward_a_factory_made_is_the_function_rewritten(strict):
+    model = FactoryForward()
+    ep = unbranch.export(model, (torch.randn(3, 4),), dynamic_shapes=D0, strict=strict)
+    assert count_conds(ep) == 1
+    _both_sides(ep, model, [torch.ones(5, 4), -torch.ones(6, 4)])
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_a_property_named_explicitly_rewrites_its_getter(strict):
+    model = PropertyScale()
+    with unbranch.torch_export_rewrite(rewrite=[(PropertyScale, "scale")]) as report:
+        ep = torch.export.export(model, (torch.randn(3, 4),), dynamic_shapes=D0, strict=strict)
+    assert [rm.qualname for rm in report.rewritten] == ["PropertyScale.scale"]
+    assert count_conds(ep) == 1
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(ep.module()(x), model(x))
+    flipped = PropertyScale()
+    with torch.no_grad():
+        flipped.w.neg_()  # the other side: the weights sum below 0
+    exported = ep.module()
+    exported.load_state_dict(flipped.state_dict())
+    torch.testing.assert_close(exported(x), flipped(x))
+
+
+class GaussianHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.lin = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = self.lin(x)
+        return torch.distributions.Normal(h[:, 0], h[:, 1].exp()).log_prob(x[:, 0])
+
+
+def test_torch_distributions_argument_checks_are_rewritten_and_still_raise(monkeypatch):
+    """A distribution validates its arguments (``if not valid.all(): raise``): torch.distributions is
+    rewritten as user code is (never torch's tracing machinery), and the program raises as eager does."""
+    torch._dynamo.eval_frame.TorchPatcher.patch()  # (dynamo's one-time patching, done: it turns validation off)
+    monkeypatch.setattr(torch.distributions.Distribution, "_validate_args", True)  # (as in a fresh process)
+    model = GaussianHead()
+    ep = unbranch.export(model, (torch.randn(3, 4),), dynamic_shapes=D0)
+    assert torch.distributions.Distribution._validate_args  # (unbranch's conds left it as it was)
+    assert "Distribution.__init__" in [rm.qualname for rm in unbranch.report_of(ep)]
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(ep.module()(x), model(x))
+    broken = GaussianHead()
+    with torch.no_grad():
+        broken.lin.bias.fill_(float("nan"))  # loc NaN: eager raises ValueError in the constructor
+    with pytest.raises(ValueError):
+        broken(x)
+    exported = ep.module()
+    exported.load_state_dict(broken.state_dict(), strict=False)
+    with pytest.raises(RuntimeError, match="Expected parameter"):
+        exported(x)
+
+
+def doubled_when_positive(x):
+    if x.sum() > 0:
+        return x * 2
+    return x
+
+
+# a second function object running the same code (what a factory or a copy makes): naming the first
+# swaps its code alone
+_copy = types.FunctionType(doubled_when_positive.__code__, doubled_when_positive.__globals__, "doubled_when_positive")
+
+
+class CallsTheCopy(torch.nn.Module):
+    def forward(self, x):
+        return _copy(x)
+
+
+def test_a_named_function_whose_copy_ran_is_reported_as_rewritten_not_as_unnamed():
+    with pytest.raises(unbranch.UnbranchError) as caught:
+        with unbranch.torch_export_rewrite(rewrite=[doubled_when_positive]):
+            torch.export.export(CallsTheCopy(), (torch.randn(3),))
+    message = str(caught.value)
+    assert "this context rewrote doubled_when_positive, but torch ran its original code" in message
+    assert "did not rewrite" not in message
