@@ -481,11 +481,9 @@ class Classifier:
         assignments reading a name that just took one, while that tells more (``a = x.sum(); b = a * 2``:
         ``b`` is TENSOR once ``a`` is)."""
         bindings = list(_bindings(fn))  # (name, value or None: a value of unknown kind)
-        reads = [
-            {n.id for n in ast.walk(v) if isinstance(n, ast.Name)} if v is not None else set() for _, v in bindings
-        ]
         kinds = [UNKNOWN] * len(bindings)
         todo = range(len(bindings))
+        reads: dict[int, set] = {}  # (the names a value reads, for those whose kind may still grow)
         for _ in range(8):  # (chains of names are short; each round only adds kinds)
             for k in todo:
                 kinds[k] = self.kind(bindings[k][1]) if bindings[k][1] is not None else UNKNOWN
@@ -495,7 +493,16 @@ class Classifier:
             known = (set(self.tensor_names), set(self.shape_names), set(self.static_names))
             self._decide(by_name)
             changed = (self.tensor_names ^ known[0]) | (self.shape_names ^ known[1]) | (self.static_names ^ known[2])
-            todo = [k for k in range(len(bindings)) if reads[k] & changed]
+            if not changed:
+                break
+            # a value's kind only grows as its names take kinds (TENSOR outranks all): those below TENSOR
+            todo = []
+            for k, (_, value) in enumerate(bindings):
+                if value is not None and kinds[k] in (UNKNOWN, SHAPE):
+                    if k not in reads:
+                        reads[k] = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                    if reads[k] & changed:
+                        todo.append(k)
             if not todo:
                 break
         self.literal_flags = self._literal_flags(fn)

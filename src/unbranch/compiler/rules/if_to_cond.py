@@ -199,7 +199,8 @@ class IfToCond(Pass):
         # both sides return (the rest of the function moved in): what they do to a container only this
         # function sees (append, del of an entry) ends with them
         private = self.private if returns else frozenset()
-        private -= entries_changed(body + orelse, private, self.ctx.mutating_helpers)
+        if private:
+            private -= entries_changed(body + orelse, private, self.ctx.mutating_helpers)
         for part in (body, orelse):
             found = blockers(part, private)
             if found:
