@@ -197,3 +197,66 @@ def test_nllb_moe_float16_in_onnxruntime():
         outputs = onnxruntime.InferenceSession(program.model_proto.SerializeToString()).run(None, feeds)
         assert all(torch.isfinite(torch.from_numpy(o)).all() for o in outputs)
         assert all(torch.isfinite(t).all() for t in (expected.last_hidden_state, expected.encoder_last_hidden_state))
+
+
+# NllbMoe configs beyond the zoo's (issue 44): expert counts, capacities, sparse steps, the mask given
+# or left out; its conds follow the router's .item()s, whose unbacked symbols must not leak into them
+NLLB_CONFIGS = [
+    pytest.param(dict(num_experts=4, expert_capacity=8, encoder_sparse_step=2, decoder_sparse_step=2), True, id="4x8"),
+    pytest.param(dict(num_experts=2, expert_capacity=4, encoder_sparse_step=1, decoder_sparse_step=1), False, id="2x4"),
+    pytest.param(
+        dict(num_experts=8, expert_capacity=16, encoder_sparse_step=2, decoder_sparse_step=1), True, id="8x16"
+    ),
+]
+
+
+def _nllb_inputs(batch, seq, dec, mask, seed):
+    g = torch.Generator().manual_seed(seed)
+    kwargs = {"input_ids": torch.randint(3, 99, (batch, seq), generator=g)}
+    if mask:
+        kwargs["attention_mask"] = torch.ones(batch, seq, dtype=torch.long)
+    kwargs["decoder_input_ids"] = torch.randint(3, 99, (batch, dec), generator=g)
+    return kwargs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("routing, mask", NLLB_CONFIGS)
+def test_nllb_moe_configs_convert_and_match_eager_in_onnxruntime(routing, mask):
+    import transformers
+
+    config = transformers.NllbMoeConfig(
+        vocab_size=99, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
+        use_cache=False, **routing,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.NllbMoeModel(config).eval().to(torch.float16)
+    program = _nllb_onnx(model, mask)
+    assert sum(n.op_type == "If" for n in program.model.graph) >= 1
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString())
+    for batch, seq, dec in ((2, 7, 5), (3, 11, 4)):  # the example's sizes and others
+        kwargs = _nllb_inputs(batch, seq, dec, mask, seed=batch)
+        with torch.no_grad():
+            expected = model(**kwargs).last_hidden_state.float()
+        got = torch.from_numpy(session.run(None, {k: v.numpy() for k, v in kwargs.items()})[0]).float()
+        assert (got - expected).abs().max() <= 2e-2
+        assert not any(if_conditions(program.model, {k: v.numpy() for k, v in kwargs.items()}))
+    if routing["num_experts"] == 4:  # the issue's config: weights that overflow float16 take the clamp side
+        from unbranch.hf.zoo import MODELS
+
+        assert MODELS["NllbMoeModel"].flip_model(model)
+        flipped = _nllb_onnx(model, mask)
+        feeds = {k: v.numpy() for k, v in _nllb_inputs(2, 9, 5, mask, seed=5).items()}
+        assert any(if_conditions(flipped.model, feeds))
+        outputs = onnxruntime.InferenceSession(flipped.model_proto.SerializeToString()).run(None, feeds)
+        assert all(torch.isfinite(torch.from_numpy(o)).all() for o in outputs)
+
+
+def _nllb_onnx(model, mask):
+    example = _nllb_inputs(2, 7, 5, mask, seed=0)
+    shapes = {name: {0: Dim.DYNAMIC, 1: Dim.DYNAMIC} for name in example}
+    with unbranch.torch_export_rewrite(model):
+        ep = torch.export.export(model, (), kwargs=example, dynamic_shapes=shapes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", unbranch.onnx.DroppedChecksWarning)  # the router's .item() ranges
+        return unbranch.onnx.export(ep)
