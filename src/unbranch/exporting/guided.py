@@ -225,6 +225,7 @@ class Guide:
 
     def _rewrite(self, site: Site, attempt: Attempt) -> str:
         """Rewrite the function ``site`` is in; "" on progress, else why nothing could be done."""
+        code = None
         if site.path.startswith(GENERATED):
             found = self._nested_in_rewritten(site) or self._sizes_left(site)
             if found is None:
@@ -237,7 +238,7 @@ class Guide:
         try:
             if isinstance(found, Nested):
                 fn = found.probe
-            elif isinstance(found, types.FunctionType) and original_code(found) is code:
+            elif code is not None and isinstance(found, types.FunctionType) and original_code(found) is code:
                 fn = found  # the code torch stopped in: a decorator's wrapper itself, not what it wraps
             else:
                 fn = innermost_function(found)
