@@ -441,12 +441,16 @@ class _Handed(cst.CSTVisitor):
 
 def built_containers(fn: cst.FunctionDef) -> frozenset:
     """Names ``fn`` binds only to lists and dicts it builds (``[...]``, ``{...}``, ``list(...)``)."""
+    return _built(bound_values(fn.body.body))
+
+
+def _built(values: dict) -> frozenset:
     return frozenset(
         name
-        for name, values in bound_values(fn.body.body).items()
+        for name, bound in values.items()
         if all(
             isinstance(v, _BUILT) or (isinstance(v, cst.Call) and getattr(v.func, "value", None) in ("list", "dict"))
-            for v in values
+            for v in bound
         )
     )
 
@@ -456,11 +460,11 @@ def private_containers(fn: cst.FunctionDef) -> dict:
     attribute, a call of its own, a closure): a change of their structure is seen by ``fn`` alone,
     and by its caller only through what it returns. Each with the keys it surely has (those of
     the dict displays that are its every binding)."""
-    built = built_containers(fn)
+    values = bound_values(fn.body.body)
+    built = _built(values)
     v = _Handed()
     for s in fn.body.body:
         read(s, v)
-    values = bound_values(fn.body.body)
     return {
         name: frozenset.intersection(*(_display_keys(value) for value in values[name]))
         for name in built - set(param_names(fn)) - v.escaped
