@@ -24,21 +24,34 @@ from unbranch.hf.validate import OUTCOMES
 from .harness import RESULTS, LibResult, load
 
 LIBRARIES = ("torchvision", "timm", "diffusers", "kornia")
+# the sweep of other fields (results/libraries_fields.json, docs/sweep-libraries-fields.md)
+FIELDS = ("torch_geometric", "gpytorch", "pyro", "nflows", "stable_baselines3")
+ORDER = LIBRARIES + FIELDS
+# the distributions to read versions of, for each library: its own, then what it needs that matters
+DISTRIBUTIONS = {
+    "torch_geometric": ("torch_geometric",),
+    "gpytorch": ("gpytorch", "linear_operator"),
+    "pyro": ("pyro-ppl",),
+    "nflows": ("nflows",),
+    "stable_baselines3": ("stable-baselines3", "gymnasium"),
+}
 
 
 def results(directory: str) -> list[LibResult]:
 
     out = [load(p) for p in sorted(glob.glob(os.path.join(directory, "*", "*.json")))]
-    return sorted(out, key=lambda r: (LIBRARIES.index(r.library) if r.library in LIBRARIES else 9, r.model, r.strict))
+    return sorted(out, key=lambda r: (ORDER.index(r.library) if r.library in ORDER else 99, r.model, r.strict))
 
 
-def versions() -> dict:
+def versions(libraries=LIBRARIES) -> dict:
+    """torch's and each library's version (the four of the first sweep, or those of the results given)."""
     out = {"torch": torch.__version__}
-    for name in ("torchvision", "timm", "diffusers", "kornia"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
+    for library in libraries:
+        for name in DISTRIBUTIONS.get(library, (library,)):
+            try:
+                out[name] = importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                out[name] = None
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     out["unbranch commit"] = head.stdout.strip()
     return out
@@ -52,9 +65,15 @@ def record(r: LibResult) -> dict:
 
 def write_json(directory: str, path: str, note: str = "") -> None:
     found = results(directory)
-    data = {"versions": versions(), "note": note, "results": [record(r) for r in found]}
+    data = {"versions": versions(_libraries(found)), "note": note, "results": [record(r) for r in found]}
     with open(path, "w") as f:
         json.dump(data, f, indent=1, default=sorted)
+
+
+def _libraries(found: list[LibResult]) -> tuple:
+    """The libraries of the first sweep where the results are theirs (as before), else those the results have."""
+    present = tuple(dict.fromkeys(r.library for r in found))
+    return LIBRARIES if not present or set(present) <= set(LIBRARIES) else present
 
 
 def _cell(text: str, width: int = 200) -> str:
@@ -67,7 +86,7 @@ def counts_table(found: list[LibResult]) -> list[str]:
         "| library | mode | models | " + " | ".join(OUTCOMES) + " | model time |",
         "|---" * (len(OUTCOMES) + 4) + "|",
     ]
-    for library in LIBRARIES:
+    for library in ORDER:
         for strict in (False, True):
             chosen = [r for r in found if r.library == library and r.strict == strict]
             if not chosen:
@@ -95,9 +114,10 @@ def write_markdown(directory: str, path: str, note: str = "", causes: dict | Non
     ``preamble``: markdown placed after the counts (what the sweep found, in words)."""
     found = results(directory)
     causes = causes or {}
-    v = versions()
+    libraries = _libraries(found)
+    v = versions(libraries)
     out = [
-        "# Sweep over other libraries: torchvision, timm, diffusers, kornia",
+        f"# Sweep over other libraries: {', '.join(libraries)}",
         "",
         ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
         *([note] if note else []),

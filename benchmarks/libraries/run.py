@@ -11,6 +11,7 @@ written when it finishes, so a re-run skips what is done and an interrupted swee
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import sys
@@ -21,7 +22,8 @@ import torch
 
 from . import tv_ops
 
-tv_ops.install()  # before anything imports torchvision (timm does)
+if importlib.util.find_spec("torchvision") is not None:  # (the other fields' sweeps run without it)
+    tv_ops.install()  # before anything imports torchvision (timm does)
 
 from unbranch.hf.sweep import progress_line, run_forked  # noqa: E402
 from unbranch.hf.validate import OUTCOMES, error_line  # noqa: E402
@@ -29,7 +31,20 @@ from unbranch.hf.validate import OUTCOMES, error_line  # noqa: E402
 from .harness import RESULTS, Entry, LibResult, load, save, validate  # noqa: E402
 
 LIBRARIES = ("torchvision", "timm", "diffusers", "kornia")
-MODULES = {"torchvision": "tv", "timm": "timm_models", "diffusers": "diffusers_models", "kornia": "kornia_models"}
+# fields the first four lack (pip install torch_geometric==2.8.1 gpytorch==1.15.2 pyro-ppl==1.9.2 nflows==0.14
+# stable-baselines3==2.9.2 -c <a file pinning torch>): benchmarks/results/libraries_fields.json
+FIELDS = ("torch_geometric", "gpytorch", "pyro", "nflows", "stable_baselines3")
+MODULES = {
+    "torchvision": "tv",
+    "timm": "timm_models",
+    "diffusers": "diffusers_models",
+    "kornia": "kornia_models",
+    "torch_geometric": "pyg_models",
+    "gpytorch": "gpytorch_models",
+    "pyro": "pyro_models",
+    "nflows": "nflows_models",
+    "stable_baselines3": "sb3_models",
+}
 
 
 def entries(libraries=LIBRARIES) -> list[Entry]:
@@ -79,7 +94,7 @@ def sweep(
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.libraries.run", description=__doc__.splitlines()[0])
-    p.add_argument("--library", action="append", choices=LIBRARIES, help="repeatable; default: all four")
+    p.add_argument("--library", action="append", choices=LIBRARIES + FIELDS, help="repeatable; default: the first four")
     p.add_argument("--filter", help="regular expression on the model names")
     p.add_argument("--strict", action="store_true", help="strict torch.export (plain and unbranch.export)")
     p.add_argument("--jobs", type=int, default=1)
