@@ -14,9 +14,12 @@ not raised, so one run finds them all.
     python benchmarks/fuzz.py --loops             # loops: index arithmetic, row writes, nested loops
     python benchmarks/fuzz.py --jumps             # loops with break/continue/return under any test
     python benchmarks/fuzz.py --realcode          # chained comparisons, bool()/int(), checks, closures
+    python benchmarks/fuzz.py --families          # issue 37's families: Python values, loop lengths and
+                                                  # reports decided by data, predicate spellings, containers
     python benchmarks/fuzz.py --layouts           # every kind of program above, each written in layouts
                                                   # Python accepts (tests/layouts.py); its conversions
                                                   # must be those of its one-statement-a-line spelling
+                                                  # (with --families: family programs only)
 
 An ``if`` whose effects a branch function would lose must be refused with its reason: such
 exports are counted as refusals (results/fuzz_effects.json), not as errors.
@@ -50,16 +53,19 @@ CONSTRUCTS = {
     "loops": "loop programs (fuzzing.loop_programs) instead",
     "jumps": "loops with break/continue/return (fuzzing.jump_programs) instead",
     "realcode": "also draw real code's forms (chained comparisons, bool(), checks, a closure read after)",
+    "families": "issue 37's families (fuzzing.family_programs) instead: Python values decided by data, "
+    "loops of a data length, predicate spellings, containers changed in branches, reports",
     "layouts": "draw every kind of program, each written in layouts Python accepts (tests/layouts.py)",
 }
-# the kinds of program a layouts run draws (programs()' keywords; "plain" draws none)
+# the kinds of program a layouts run draws (programs()' keywords; "plain" draws none). Family
+# programs are drawn in layouts only with --families (the earlier layouts records stay reproducible)
 _KINDS = ("plain", "effects", "ternaries", "loops", "jumps", "realcode")
 
 
 @st.composite
-def _laid_out(draw) -> tuple[str, str]:
-    """(a program of any kind, the same program in one to four layouts)."""
-    kind = draw(st.sampled_from(_KINDS))
+def _laid_out(draw, kinds=_KINDS) -> tuple[str, str]:
+    """(a program of any of ``kinds``, the same program in one to four layouts)."""
+    kind = draw(st.sampled_from(kinds))
     source = draw(programs(**({} if kind == "plain" else {kind: True})))
     return source, render(source, draw(st.lists(st.sampled_from(LAYOUTS), min_size=1, max_size=4, unique=True)))
 
@@ -78,6 +84,7 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
     slowest = (0.0, "")
 
     laid_out = constructs.pop("layouts", False)
+    kinds = ("families",) if laid_out and constructs.get("families") else _KINDS
 
     @seed(random_seed)
     @settings(
@@ -87,7 +94,7 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
         phases=[Phase.generate],  # record every divergence, do not stop at the first to shrink it
         suppress_health_check=list(HealthCheck),
     )
-    @given(_laid_out() if laid_out else programs(**constructs).map(lambda s: (s, s)))
+    @given(_laid_out(kinds) if laid_out else programs(**constructs).map(lambda s: (s, s)))
     def one(pair):
         nonlocal slowest
         plain, source = pair
@@ -107,7 +114,11 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
             return
         k = tally["exports"]
         exportable = (
-            constructs.get("loops") or "for " in source or "while " in source or branches_on_tensors(source)
+            constructs.get("loops")
+            or constructs.get("families")  # (a flag, a match, a loop length, a key... on data: every one)
+            or "for " in source
+            or "while " in source
+            or branches_on_tensors(source)
         )  # it can hold a cond/loop
         if k <= i // export_every and exportable:  # one in export_every
             strict = k % strict_every == strict_every - 1
@@ -142,6 +153,7 @@ def run(n: int, export_every: int, strict_every: int, random_seed: int, **constr
         "layout_divergences": kinds.count("layout"),  # converted or exported otherwise than its plain spelling
         "export_divergences": kinds.count("export"),
         "export_errors": kinds.count("export-error"),
+        "crashes": kinds.count("crash"),  # an export failing inside unbranch's code, not with an UnbranchError
         "harm": kinds.count("harm"),  # exported without the rewrite, failed with it
         "refusals": len(refusals),
         "refusal_reasons": sorted({d.detail.split(": ", 2)[-1][:160] for d in refusals}),
@@ -180,7 +192,8 @@ def main() -> None:
         f"{result['programs']} programs ({result['distinct_programs']} distinct) in {result['seconds']:.0f} s: "
         f"{result['eager_divergences']} eager divergence(s), {result['rewrite_errors']} rewrite error(s); "
         f"{result['exports']} exports ({result['strict_exports']} strict): {result['export_divergences']} "
-        f"divergence(s), {result['export_errors']} error(s), {result['harm']} harmed, {result['refusals']} refusal(s); "
+        f"divergence(s), {result['export_errors']} error(s), {result['crashes']} crash(es), {result['harm']} harmed, "
+        f"{result['refusals']} refusal(s); "
         f"{result['branch_sides_taken']:.0%} of branch sides "
         f"taken; rewrite median {result['rewrite_seconds']['median']:.2f} s, max "
         f"{result['rewrite_seconds']['max']:.1f} s -> {path}"

@@ -15,13 +15,17 @@ Shared by ``tests/test_fuzz.py`` (bounded) and ``benchmarks/fuzz.py`` (long run)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import io
+import logging
 import os
 import re
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -87,6 +91,7 @@ CHECK_PRELUDE = [
     "",
     "",
 ]
+HELPERS = ("check_", "soft_", "settle_")  # module-level helpers an export rewrites with f (family_programs')
 # constructs that diverge today, drawn only with programs(known_bugs=True) until they are fixed
 KNOWN_BUGS = {
     "return b, b": "a branch returning one tensor twice: cond rejects output-to-output aliasing",
@@ -103,6 +108,7 @@ class _Writer:
     ):
         self.draw, self.arity, self.known_bugs, self.budget = draw, arity, known_bugs, budget
         self.effects, self.ternaries, self.realcode = effects, ternaries, realcode
+        self.extra_tests: tuple[str, ...] = ()  # more tensor tests (family_programs' spellings)
         # one program in four may append to the list or call the closure (ifs doing so are refused)
         self.refusable = effects and draw(st.integers(0, 3)) == 0
 
@@ -137,7 +143,7 @@ class _Writer:
         if kind == "shape":
             return self.choose(SHAPE_TESTS).format(v=self.choose(sorted(names)))
         if kind == "tensor":
-            template = self.choose(TENSOR_TESTS + REAL_TESTS * self.realcode)
+            template = self.choose(TENSOR_TESTS + REAL_TESTS * self.realcode + self.extra_tests)
             e = _paren(*self.expr(names, depth=1))
             v, w = self.choose(sorted(names)), self.choose(sorted(names))
             return template.format(e=e, v=v, w=w, c=self.choose(CONSTS))
@@ -249,6 +255,7 @@ def programs(
     loops: bool = False,
     jumps: bool = False,
     realcode: bool = False,
+    families: bool = False,
 ) -> str:
     """Source text of ``def f(x, y, flag, n, mask)``; ``known_bugs`` also draws the KNOWN_BUGS constructs.
 
@@ -257,8 +264,11 @@ def programs(
     checks that raise (``if bool(t): raise``, a check helper, ``assert``) and a closure over ``s``
     that the return reads after the branches rebound it;
     ``loops``: loop programs instead (``loop_programs``); ``jumps``: loops with
-    break/continue/return instead (``jump_programs``).
+    break/continue/return instead (``jump_programs``); ``families``: issue 37's constructs
+    (Python values, loop lengths and reports decided by data, containers) instead (``family_programs``).
     """
+    if families:
+        return draw(family_programs(max_statements))
     if loops:
         return draw(loop_programs())
     if jumps:
@@ -316,7 +326,7 @@ VARIANTS = {
 class Divergence:
     """One program on which unbranch differs from Python (or fails)."""
 
-    kind: str  # "rewrite" (transform_method raised), "eager", "export" or "export-error"
+    kind: str  # "rewrite" (transform_method raised), "eager", "export", "export-error" or "crash" (unbranch's code)
     source: str
     detail: str
     strict: bool | None = None
@@ -365,6 +375,36 @@ def tensor_inputs(source: str, sizes=(2, 3, 5), shifted=8):
         x, y = make(r)
         out.append((f"{label} ({k}, 3)", x, y))
     return out
+
+
+class _Records(logging.Handler):
+    def __init__(self, into: list):
+        super().__init__()
+        self.into = into
+
+    def emit(self, record):
+        self.into.append(f"log {record.levelname}: {record.getMessage()}")
+
+
+@contextlib.contextmanager
+def _reported(into: list, warned: bool = True):
+    """Collects into ``into`` (and keeps off the terminal) what a family program reports: printed
+    text, the "fuzz" logger's records and (``warned``) warnings saying "fuzz:", each kind in order."""
+    logger = logging.getLogger("fuzz")
+    handler, propagate = _Records(into), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed), warnings.catch_warnings(record=True) as caught:
+            if warned:
+                warnings.simplefilter("always")
+            yield
+            into += [f"warning {w.category.__name__}: {w.message}" for w in caught if "fuzz:" in str(w.message)]
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+        into += [f"print: {line}" for line in printed.getvalue().splitlines()]
 
 
 def _call(fn, x, y, py, state: bool = False):
@@ -438,9 +478,14 @@ def check_eager(source: str) -> EagerResult:
     with unbranch.observe_branches() as seen:
         for py in PYTHON_ARGS:
             for label, x, y in tensor_inputs(source):
-                expected = _call(fn, x, y, py, state=True)
+                said, told = [], []  # what each reports (prints, warnings, log records) must agree too
+                with _reported(said):
+                    expected = _call(fn, x, y, py, state=True)
                 try:
-                    _same(_call(rewritten.func, x, y, py, state=True), expected, exact=True)
+                    with _reported(told):
+                        actual = _call(rewritten.func, x, y, py, state=True)
+                    _same(actual, expected, exact=True)
+                    assert told == said, f"reported {told} where the original reports {said}"
                 except Exception as e:
                     detail = f"{_describe(label, py)}: {_summary(e)}"
                     return EagerResult(Divergence("eager", source, detail), 0, 2 * len(ifs), seconds)
@@ -479,6 +524,23 @@ def refused(e: BaseException) -> bool:
     return False
 
 
+_PACKAGE = os.path.dirname(unbranch.__file__)
+
+
+def crashed(e: BaseException) -> bool:
+    """Did unbranch's own code fail (an exception other than UnbranchError raised in its package,
+    or in one it wraps), rather than refuse with a reason or torch stop?"""
+    while e is not None:
+        if not isinstance(e, unbranch.UnbranchError) and e.__traceback__ is not None:
+            tb = e.__traceback__
+            while tb.tb_next is not None:
+                tb = tb.tb_next
+            if tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+                return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def _guards_hold(exported, x, y) -> bool:
     """Does the exported program accept these shapes (no specialisation guard fails)?"""
     try:
@@ -498,12 +560,12 @@ def check_export(source: str, py, strict: bool) -> Divergence | None:
     gen = _generator(source)
     example = (torch.randn(4, 3, generator=gen), torch.randn(4, 3, generator=gen))
     dynamic = ({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})
-    helpers = [h for h in (getattr(sys.modules[fn.__module__], "check_", None),) if h is not None]
+    helpers = [h for h in (getattr(sys.modules[fn.__module__], name, None) for name in HELPERS) if h is not None]
     try:
-        with unbranch.torch_export_rewrite(rewrite=[fn, *helpers]):
+        with unbranch.torch_export_rewrite(rewrite=[fn, *helpers]), _reported([], warned=False):
             ep = torch.export.export(Call(fn, *py), example, dynamic_shapes=dynamic, strict=strict)
     except Exception as e:
-        kind = "refusal" if refused(e) else "export-error"
+        kind = "refusal" if refused(e) else "crash" if crashed(e) else "export-error"
         if _exports_plainly(fn, py, example, dynamic, strict):
             kind = "harm"  # the program exported without unbranch: the rewrite broke it
         return Divergence(kind, source, f"{_describe('randn (4, 3)', py)}: {_summary(e)}", strict)
@@ -513,7 +575,9 @@ def check_export(source: str, py, strict: bool) -> Divergence | None:
             continue  # a shape if kept as Python (here or at run time) specialised it, as a plain export would
         try:
             state = _has_effects(source)
-            _same(_call(exported, x, y, (), state), _call(fn, x, y, py, state), exact=False)
+            with _reported([], warned=False):  # (an exported program does not report)
+                expected = _call(fn, x, y, py, state)
+            _same(_call(exported, x, y, (), state), expected, exact=False)
         except Exception as e:
             return Divergence("export", source, f"{_describe(label, py)}: {_summary(e)}", strict)
     return None
@@ -522,7 +586,8 @@ def check_export(source: str, py, strict: bool) -> Divergence | None:
 def _exports_plainly(fn, py, example, dynamic, strict: bool) -> bool:
     """Does the original program export without unbranch (asked only when it failed with it)?"""
     try:
-        torch.export.export(Call(fn, *py), example, dynamic_shapes=dynamic, strict=strict)
+        with _reported([], warned=False):
+            torch.export.export(Call(fn, *py), example, dynamic_shapes=dynamic, strict=strict)
     except Exception:
         return False
     return True
@@ -730,3 +795,323 @@ def jump_programs(draw, max_statements: int = MAX_STATEMENTS) -> str:
     if after is not None:
         body.append(writer.ret(after))
     return "\n".join(["import torch", "", "", "def f(x, y, flag, n, mask):", *_indent(body), ""])
+
+
+# --- families (issue 37): what real code writes around a branch on data -----------------------
+
+# 3. a tensor predicate's other spellings: Python numbers read from data, math on them, closeness
+FAMILY_TESTS = (
+    "float({e}.mean()) > {c}",
+    "int(({v} > {c}).sum()) == 2",
+    "bool(({v} > {c}).all())",
+    "torch.is_nonzero(({v} > {c}).any())",
+    "math.isclose({v}.sum().item(), {c}, abs_tol=0.5)",
+    "math.isfinite({e}.max().item())",
+    "not math.isnan(float({e}.mean()))",
+    "abs({e}.mean().item()) > {c}",
+    "max(float({v}.max()), float({w}.min())) > {c}",
+    "min({v}.min().item(), {c}) < -0.25",
+    "abs(float({v}.sum()) - float({w}.sum())) < 1.0",
+    "torch.allclose({v}, {w})",
+    "torch.allclose({v}, {w}, atol=0.5)",
+    "torch.isclose({v}, {w}).all()",
+    "torch.isclose({v}, {w}, atol=0.25).any()",
+    "any(r.sum() > {c} for r in {v})",  # 2. generators over rows
+    "all(r.max() > {c} for r in {v}.unbind(0))",
+)
+# 3. a tensor chosen by a key, numbers read from data and compared in Python ({t}: a target's value)
+FAMILY_VALUES = (
+    "max([{v}, {w}], key=lambda t: t.sum()) * 1.0",
+    "torch.tanh(min(({v}, {w}, {t}), key=lambda t: float(t.abs().mean())))",
+    "sorted([{v}, {w}], key=lambda t: t.sum().item())[-1] * 0.5",
+    "{t} * min(abs({v}.mean().item()), 1.0)",
+    "{t} + max(float({v}.max()), 0.5)",
+    "{t} - min({v}.min().item(), {w}.min().item())",
+    # 2. comprehensions and generators over rows (the first a data test in each row)
+    "torch.stack([torch.tanh(r) * 2 for r in {v}])",
+    "torch.stack([r * 0.5 if r.sum() > {c} else -r for r in {v}])",
+    "{t} + sum(r * 0.5 for r in {v}.unbind(0))",
+    "torch.stack([a * torch.tanh(b) for a, b in zip({v}, {w})])",
+    "{t} + sum([r for r in {v} if r.sum() > {c}], torch.zeros(3))",  # a data-dependent length
+)
+# 5. statements that only report (prefixed "fuzz:" so that the check sees only the program's own)
+REPORTS = (
+    'print("fuzz: {m}")',
+    'warnings.warn("fuzz: {m}")',
+    'warnings.warn("fuzz: {m}", RuntimeWarning, stacklevel=2)',
+    'logger.warning("fuzz: %s", "{m}")',
+    'print("fuzz: {m}", {v}.shape[0])',
+    'warnings.warn(f"fuzz: {m} {{{v}.abs().max().item():.2f}}")',
+)
+# what a family program defines before f: a logger, callables picked by index, a helper falling off
+# its end under a tensor test (None on one path) and one with a bare return before a dict update
+FAMILY_PRELUDE = [
+    "import logging",
+    "import math",
+    "import warnings",
+    "",
+    "import torch",
+    "",
+    'logger = logging.getLogger("fuzz")',
+    "OPS = (torch.tanh, torch.sin, torch.relu)",
+    "",
+    "",
+    "def soft_(t):",
+    "    if t.mean() > 0:",
+    "        return t * 0.5",
+    "",
+    "",
+    "def settle_(d):",
+    '    if d["n"].sum() > 0:',
+    "        return",
+    '    d["n"] = d["n"] * 0.5',
+    "",
+    "",
+]
+FAMILY_CONSTRUCTS = (
+    # 1. Python values decided by data
+    "flag",
+    "optional",
+    "mode",
+    "choose",
+    "select",
+    "match",
+    "helper",
+    # 2. loops whose length is data
+    "while_true",
+    "range_data",
+    # 3. values chosen or computed from data in Python
+    "value",
+    # 4. containers
+    "dict",
+    "buffer",
+    "params",
+    "shared_append",
+    "one_side_append",
+    "same_test",
+    "del",
+)
+
+
+class _FamilyWriter(_Writer):
+    """Draws ordinary statements and ifs (``_Writer``) mixed with the constructs of issue 37's
+    families, each nested inside the others' sides and the ifs': a Python value a branch on data
+    decides and later code reads, loops of a data length, a predicate's other spellings, lists and
+    dicts of tensors changed in a branch or loop, reports (print, warnings, logging) in branches."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.extra_tests = FAMILY_TESTS
+        self.counter = 0
+        self.reported = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def block(self, names, depth) -> tuple[list[str], set | None]:
+        names, lines = set(names), []
+        for _ in range(self.draw(st.integers(1, 3))):
+            kinds = ["chunk", "report"]
+            if depth < MAX_DEPTH and self.budget > 0:
+                kinds += ["family", "family", "family"]
+            kind = self.choose(kinds)
+            if kind == "report":
+                lines.append(self.report(names))
+                continue
+            sub, after = self.family(names, depth) if kind == "family" else super().block(names, depth)
+            lines += sub
+            if after is None:
+                return lines, None
+            names = after
+        return lines, names
+
+    def report(self, names) -> str:
+        self.reported += 1
+        return self.choose(REPORTS).format(m=f"report {self.reported}", v=self.choose(sorted(names)))
+
+    def test(self, names) -> str:
+        """A predicate on data (the families branch on tensors; and/or/not mix in Python tests)."""
+        while True:
+            test = self.predicate(names)
+            if "." in test:
+                return test
+
+    def side(self, names, depth, header, prefix=(), suffix=()) -> tuple[list[str], set | None]:
+        """``header``, then ``prefix``, a drawn block (or none) and ``suffix``; the names after it."""
+        body, after = self.block(names, depth + 1) if self.draw(st.booleans()) else ([], set(names))
+        if after is None:
+            return [header, *_indent([*prefix, *body])], None
+        return [header, *_indent([*prefix, *body, *suffix] or ["pass"])], after
+
+    def family(self, names, depth) -> tuple[list[str], set | None]:
+        self.budget -= 2
+        kind = self.choose(FAMILY_CONSTRUCTS)
+        ordered = sorted(names)
+        t, u, w = self.choose(ordered), self.choose(ordered), self.choose(ordered)
+        c = self.choose(CONSTS)
+        head, sides, tail = [], [], []  # sides: (lines, names after or None); None ends also the else
+        implicit_else = True
+        if kind == "flag":
+            hit = self.fresh("hit")
+            head = [f"{hit} = False"]
+            sides.append(self.side(names, depth, f"if {self.test(names)}:", [f"{hit} = True"]))
+            tail = self.choose(
+                (
+                    [f"if {hit}:", f"    {t} = {t} * 0.5"],
+                    [f"{t} = {t} + {hit}"],
+                    [f"{t} = {t} * (0.5 if {hit} else 2.0)"],
+                    [f"if not {hit}:", f"    {t} = -{t}"],
+                )
+            )
+        elif kind == "optional":
+            opt = self.fresh("opt")
+            head = [f"{opt} = None"]
+            value = f"{opt} = {self.expr(names, 1, True)[0]}"
+            sides.append(self.side(names, depth, f"if {self.test(names)}:", [value]))
+            tail = self.choose(
+                (
+                    [f"if {opt} is not None:", f"    {t} = {t} * torch.tanh({opt})"],
+                    [f"if {opt} is None:", f"    {t} = {t} + 1.0", "else:", f"    {t} = {t} - {opt}"],
+                    [f"{t} = {t} if {opt} is None else {t} + {opt}"],
+                )
+            )
+        elif kind == "mode":
+            mode = self.fresh("mode")
+            head = [f'{mode} = "scale"']
+            sides.append(self.side(names, depth, f"if {self.test(names)}:", [f'{mode} = "clip"']))
+            if self.draw(st.booleans()):
+                sides.append(self.side(names, depth, f"elif {self.test(names)}:", [f'{mode} = "shift"']))
+            tail = [
+                f'if {mode} == "clip":',
+                f"    {t} = {t}.clamp(-1.0, 1.0)",
+                f'elif {mode} == "shift":',
+                f"    {t} = {t} - 0.5",
+                "else:",
+                f"    {t} = {t} * 0.5",
+            ]
+        elif kind == "choose":
+            g = self.fresh("g")
+            if self.draw(st.booleans()):
+                head = [f"{g} = torch.tanh if {self.test(names)} else torch.sin"]
+            else:
+                sides.append(self.side(names, depth, f"if {self.test(names)}:", [f"{g} = torch.tanh"]))
+                sides.append(self.side(names, depth, "else:", [f"{g} = torch.sin"]))
+                implicit_else = False
+            tail = [f"{t} = {g}({u})"]
+        elif kind == "select":
+            index = self.choose(
+                (f"int(({u} > {c}).sum()) % 3", f"({u} > {c}).sum() % 3", f"int({u}.sum().item() > {c})")
+            )
+            if self.draw(st.booleans()):
+                k = self.fresh("k")
+                head = [f"{k} = {index}"]
+                index = k
+            tail = [f"{t} = OPS[{index}]({w})"]
+        elif kind == "match":
+            head = [f"match int(({u} > {c}).sum()) % 3:"]
+            cases = ["case 0:", "case 1:", "case _:"][: self.draw(st.integers(2, 3))]
+            for case in cases:
+                lines, after = self.side(names, depth, case, [f"{t} = {self.expr(names, 1, True)[0]}"])
+                sides.append((_indent(lines), after))
+            implicit_else = cases[-1] != "case _:"
+        elif kind == "helper":
+            if self.draw(st.booleans()):
+                r = self.fresh("r")
+                head = [f"{r} = soft_({t})"]
+                tail = self.choose(
+                    ([f"if {r} is not None:", f"    {t} = {r}"], [f"{t} = {t} if {r} is None else {r} * 2.0"])
+                )
+            else:
+                d = self.fresh("d")
+                head = [f'{d} = {{"n": {t} * 1.0}}', f"settle_({d})"]
+                tail = [f'{t} = {d}["n"]']
+        elif kind == "while_true":
+            it = self.fresh("it")
+            body, _ = self.block(names, depth + 1) if self.draw(st.booleans()) else ([], names)
+            stop = self.choose((f"{t}.abs().sum() < 2.0", f"({t}.abs() < 0.5).all()", f"{t}.abs().max().item() < 1.0"))
+            head = [
+                f"{it} = 0",
+                "while True:",
+                *_indent([f"{it} += 1", f"{t} = {t} * 0.5", *body]),
+                f"    if {stop}:",
+                "        break",
+                f"    if {it} >= 4:",
+                "        break",
+            ]
+        elif kind == "range_data":
+            count = self.choose(
+                (f"({u} > {c}).sum() % 3", f"int({u}.sum().item()) % 3", f"int(({u} < {c}).sum().item()) % 4")
+            )
+            if self.draw(st.booleans()):
+                k = self.fresh("k")
+                head, count = [f"{k} = {count}"], k
+            body, _ = self.block(names, depth + 1) if self.draw(st.booleans()) else ([], names)
+            head += [f"for _ in range({count}):", *_indent([f"{t} = {t} * 0.9 + 0.1", *body])]
+        elif kind == "value":
+            head = [f"{t} = " + self.choose(FAMILY_VALUES).format(t=t, v=u, w=w, c=c)]
+        elif kind == "dict":
+            d = self.fresh("d")
+            head = [f'{d} = {{"n": {t} * 1.0, "k": {u}.mean(0)}}']
+            update = self.choose((f'{d}["n"] = {d}["n"] - {d}["k"]', f'{d}["n"] -= {d}["k"]'))
+            sides.append(self.side(names, depth, f"if {self.test(names)}:", [update]))
+            tail = [f"for _ in range({self.choose(('2', 'n'))}):", f'    {d}["n"] = {d}["n"] * 0.5']
+            tail = tail * self.draw(st.booleans()) + [f'{t} = {d}["n"]']
+        elif kind == "buffer":
+            buf = self.fresh("buf")
+            head = [f"{buf} = [{t}.sum(0), {u}.mean(0)]"]
+            sides.append(self.side(names, depth, f"if {self.test(names)}:", [f"{buf}[0] += 1"]))
+            tail = [f"{t} = {t} + {buf}[0] * {buf}[1]"]
+        elif kind == "params":
+            ps = self.fresh("ps")
+            head = [f"{ps} = [{t}.clone(), {u}.clone()]"]
+            sides.append(self.side(names, depth, f"if {self.test(names)}:", [f"for p in {ps}:", "    p.mul_(0.5)"]))
+            tail = [f"{t} = {ps}[0] + {ps}[1]"]
+        elif kind == "shared_append":
+            outs, z = self.fresh("outs"), self.fresh("z")
+            head = [f"{outs} = []"]
+            for header in (f"if {self.test(names)}:", "else:"):
+                value = f"{z} = {self.expr(names, 1, True)[0]}"
+                sides.append(self.side(names, depth, header, [value], [f"{outs}.append({z})"]))
+            implicit_else = False
+            tail = [f"{t} = {t} + torch.cat({outs})"]
+        elif kind == "one_side_append":
+            outs = self.fresh("outs")
+            head = [f"{outs} = [{t} * 0.5]"]
+            value = f"{outs}.append({self.expr(names, 1, True)[0]})"
+            sides.append(self.side(names, depth, f"if {self.test(names)}:", [value]))
+            tail = [f"{t} = sum({outs}) * (1.0 / len({outs}))"]
+        elif kind == "same_test":
+            big, s = self.fresh("big"), self.fresh("s")
+            head = [f"{big} = {self.test(names)}"]
+            sides.append(([f"if {big}:", f"    {s} = {u}.abs().max()"], names))
+            tail = [f"{t} = {t} * 2.0", f"if {big}:", f"    {t} = {t} / ({s} + 1.0)"]
+        else:  # del
+            tmp = self.fresh("tmp")
+            prefix = [f"{tmp} = {t} * 2.0", f"{t} = {tmp} + 1.0", f"del {tmp}"]
+            sides.append(self.side(names, depth, f"if {self.test(names)}:", prefix))
+        lines = list(head)
+        for side_lines, _ in sides:
+            lines += side_lines
+        ends = [after for _, after in sides] + ([set(names)] if implicit_else or not sides else [])
+        open_ends = [e for e in ends if e is not None]
+        if not open_ends:
+            return lines, None
+        return [*lines, *tail], set.intersection(*open_ends)
+
+
+@st.composite
+def family_programs(draw, max_statements: int = MAX_STATEMENTS) -> str:
+    """Source text of ``def f(x, y, flag, n, mask)`` drawing issue 37's families (``programs(families=True)``).
+
+    A strategy of its own, as ``loop_programs`` and ``jump_programs`` are: its constructs need a
+    prelude (``math``, ``warnings``, a logger, helpers), statements that span several lines around
+    a branch (a flag set in it and read after), and a check of what the program reports as well as
+    what it computes. Every construct keeps the tensors (k, 3), every loop is bounded (a counter, a
+    length taken modulo 3 or 4), so each program runs eagerly on every input and path.
+    """
+    writer = _FamilyWriter(draw, draw(st.integers(1, 2)), False, max_statements)
+    body, after = writer.block(set(PARAMS), 0)
+    if after is not None:
+        body.append(writer.ret(after))
+    return "\n".join([*FAMILY_PRELUDE, "def f(x, y, flag, n, mask):", *_indent(body), ""])

@@ -118,3 +118,32 @@ def test_every_note_is_on_the_line_of_its_construct(source):
         return
     for note in notes:
         assert _CONSTRUCT.search(lines[note.line - 1]), f"{note} is on {lines[note.line - 1]!r}\n{source}"
+
+
+# issue 37's families: Python values, loop lengths and reports decided by data, a predicate's other
+# spellings, lists and dicts of tensors changed in branches (what each reports must agree eagerly too)
+FAMILIES = programs(families=True)
+
+
+@settings(BOUNDED, max_examples=40)
+@given(FAMILIES)
+def test_families_rewritten_matches_original(source):
+    result = check_eager(source)
+    assert result.divergence is None, str(result.divergence)
+
+
+@settings(BOUNDED, max_examples=6)
+@given(programs(max_statements=12, families=True), st.sampled_from(PYTHON_ARGS))
+def test_families_exported_matches_original(source, python_args):
+    # a construct no conversion gives (a helper returning None on one path, a callable picked from a
+    # tuple by int(t)) fails the export as the plain export does, with unbranch's reason: never a
+    # different result, a crash inside unbranch, or a failure where the plain export works (harm)
+    divergence = check_export(source, python_args, strict=False)
+    assert divergence is None or divergence.kind in ("refusal", "export-error"), str(divergence)
+
+
+@settings(BOUNDED, max_examples=4)
+@given(programs(max_statements=12, families=True), st.sampled_from(PYTHON_ARGS))
+def test_families_exported_matches_original_strict(source, python_args):
+    divergence = check_export(source, python_args, strict=True)
+    assert divergence is None or divergence.kind in ("refusal", "export-error"), str(divergence)
