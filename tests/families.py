@@ -477,6 +477,72 @@ class ReportingHelper(torch.nn.Module):
         return torch.nan_to_num(x).clamp(-3, 3)
 
 
+def _positive_mask(x, threshold=0.0):
+    """A helper giving None or a mask, decided by data: its caller reads which."""
+    if (x > threshold).any():
+        return x > threshold
+    return None
+
+
+class HelperGivesNoneOrMask(torch.nn.Module):
+    def forward(self, x):
+        above = _positive_mask(x, threshold=0.5)
+        below = _positive_mask(-x)
+        y = x * 2
+        if above is not None:
+            y = torch.where(above, y, 0.0)
+        if below is not None:
+            y = y + below.float()
+        return y
+
+
+class SymmetrisedWhenNot(torch.nn.Module):
+    def forward(self, a):
+        if not torch.allclose(a, a.mT, atol=1e-6):
+            a = 0.5 * (a + a.mT)  # a view attribute of what the branch is handed
+        return a @ a.mT
+
+
+class MaskHandedOnByAMethod(torch.nn.Module):
+    def prepare(self, x):
+        scaled = x * 1.5
+        return _positive_mask(scaled)  # None or a mask, given on as this method's own result
+
+    def forward(self, x):
+        mask = self.prepare(x)
+        return x if mask is None else x * mask
+
+
+class MethodPicksSubmodule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(4, 4)
+        self.down = torch.nn.Linear(4, 4)
+
+    def head(self, x):
+        if x.mean() > 0:
+            return self.up
+        return self.down
+
+    def forward(self, x):
+        h = self.head(x)
+        out = h(x)  # the module the data chose
+        return out.relu()
+
+
+class MethodPicksActivation(torch.nn.Module):
+    def activation(self, x):
+        if x.abs().max() > 4:
+            return torch.tanh  # squash large inputs
+        return torch.nn.functional.gelu
+
+    def forward(self, x, scale: bool = True):
+        if scale:
+            act = self.activation(x)
+            return act(x) * 3
+        return x
+
+
 _X = _rows(5)
 PROGRAMS = {
     "flag chooses an object": Program(
@@ -622,6 +688,23 @@ PROGRAMS = {
     ),
     "warning with a category formatting data": Program(
         5, CategorisedWarning, (_X * 4,), D0, [(_rows(3),), (_rows(6) * 9,)]
+    ),
+    "helper gives None or a mask": Program(
+        1, HelperGivesNoneOrMask, (_rows(5) - 0.5,), D0, [(_rows(3),), (-_rows(6),), (_rows(7) - 0.6,)]
+    ),
+    "allclose to its own transpose": Program(
+        3,
+        SymmetrisedWhenNot,
+        (torch.arange(18.0).reshape(2, 3, 3) / 9,),
+        D0,
+        [(torch.ones(4, 3, 3),), (torch.arange(45.0).reshape(5, 3, 3) / 20,)],
+    ),
+    "None or a mask handed on by a method": Program(
+        1, MaskHandedOnByAMethod, (_X,), D0, [(-_rows(3),), (_rows(6) - 0.5,)]
+    ),
+    "method picks a submodule": Program(1, MethodPicksSubmodule, (_X,), D0, [(_rows(3),), (-_rows(6),)]),
+    "method picks a function, called in a Python if": Program(
+        1, MethodPicksActivation, (_X,), D0, [(_rows(3) * 10,), (_rows(6),)]
     ),
     "if/elif of reports in a helper": Program(
         5,

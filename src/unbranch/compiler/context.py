@@ -79,6 +79,7 @@ class Context:
     # lines (in the function's text) of dispatched ifs after which the rest moves into both branches
     # whatever their outputs (torch named each for a value a cond cannot give: Options.continue_at)
     continue_at: frozenset = frozenset()
+    continue_calls: frozenset = frozenset()  # lines of calls whose rest runs inside the callee (Options)
     one_side: dict = field(default_factory=dict)  # line -> (side kept, why the other is not): Options.one_side
     one_sided: bool = False  # also an if on values may keep one side (else only one on sizes)
     named: bool = False  # torch's export named this function (Options.lengths): what may be data is data

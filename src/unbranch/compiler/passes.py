@@ -104,6 +104,11 @@ class Pass(OwnScope, Inheriting):
     EXPRESSIONS: ClassVar[bool] = False  # True: the pass looks inside simple statements too
     OPTIONS: ClassVar[dict] = {}  # compiler options it runs under (a pass only some callers ask for)
 
+    @classmethod
+    def runs_under(cls, options) -> bool:
+        """Does the pass run under these compiler options (``OPTIONS``: each as given)?"""
+        return all(getattr(options, key) == value for key, value in cls.OPTIONS.items())
+
     def __init__(self, fn: cst.FunctionDef, ctx) -> None:
         super().__init__(ctx.origins)
         self.fn, self.ctx = fn, ctx

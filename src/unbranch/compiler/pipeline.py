@@ -26,6 +26,7 @@ from .context import Context, Namer, taken_names
 from .libcst_internals import parse_module
 from .normalise import suites
 from .normalise.attribute_state import AttributeState
+from .normalise.call_rest import RestAfterCall, ReturnsToRest
 from .normalise.comprehensions import Comprehensions
 from .normalise.condition_forms import ConditionForms
 from .normalise.conversions import Conversions
@@ -49,6 +50,8 @@ from .rules.while_to_loop import WhileToLoop
 from .source import SourceInfo
 
 PASSES = [
+    RestAfterCall,  # a call whose result is a Python value decided by data: the rest becomes a function
+    ReturnsToRest,  # (a callee's variant) each return hands its value to the caller's rest
     MatchChain,  # match on data -> the if/elif chain of its cases' comparisons
     Comprehensions,  # a comprehension over rows -> the loop appending to a list it stands for
     TorchAssert,  # torch._assert(c, m) -> assert c, m (for RaiseToCheck)
@@ -91,11 +94,16 @@ class Options:
     # and for one on values where ``one_sided`` (the user's option) allows it
     one_side: tuple = ()
     one_sided: bool = False
+    # lines of calls whose result is a Python value decided by data: the rest of the function after
+    # each runs inside the callee (normalise.call_rest); ``continuation``: compile the callee's variant
+    continue_calls: frozenset = frozenset()
+    continuation: bool = False
 
     def key(self) -> tuple:
         hooks = tuple(_hook_key(h) for h in (self.filter_node, self.pre_rewriter, self.post_rewriter))
         flags = (self.strict, self.is_method, self.shape_conditions, self.lengths, self.annotations)
         sides = (tuple(sorted(self.continue_at)), tuple(sorted(self.one_side)), self.one_sided)
+        sides += (tuple(sorted(self.continue_calls)), self.continuation)
         return (self.prefix, *flags, *sides, hooks)
 
 
@@ -131,11 +139,7 @@ def _screen(steps: tuple) -> tuple[re.Pattern, frozenset]:
 
 def _steps(options: Options, skip: tuple) -> tuple:
     """The passes that run under ``options``, in order."""
-    return tuple(
-        step
-        for step in PASSES
-        if step not in skip and all(getattr(options, key) == value for key, value in step.OPTIONS.items())
-    )
+    return tuple(step for step in PASSES if step not in skip and step.runs_under(options))
 
 
 def compile_source(info: SourceInfo, options: Options, global_names=(), mutating_helpers=None) -> Compiled:
@@ -202,6 +206,7 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
         mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
         kinds=None if hooked else wanted,  # (the same set, grown below)
         continue_at=frozenset(options.continue_at),
+        continue_calls=frozenset(options.continue_calls),
         one_side={line: (side, why) for line, side, why in options.one_side},
         one_sided=options.one_sided,
         named=options.lengths,

@@ -119,8 +119,9 @@ def _site(frames: list, kind: str) -> Site | None:
     for k in range(len(frames) - 1, -1, -1):
         path, line, name, code = frames[k]
         if is_user_file(path):
-            deeper = frames[k + 1] if k + 1 < len(frames) else None
-            inside = f"{_short(deeper[0])}:{deeper[1]}" if deeper and _torch_library(deeper[0]) else ""
+            # the innermost frame of torch's user-level code beneath (a module's forward, not its tracing)
+            deeper = next((f for f in reversed(frames[k + 1 :]) if _torch_library(f[0])), None)
+            inside = f"{_short(deeper[0])}:{deeper[1]}" if deeper else ""
             return Site(path, line, name, code, inside, kind)
     return None
 
@@ -204,6 +205,25 @@ def _dynamo_frames(e: BaseException) -> list:
     if "from user code:" in text or "User stack:" in text:
         return [(p, int(n), name, None) for p, n, name in _QUOTED_FRAME.findall(text)]
     return []
+
+
+def caller_of(e: BaseException, code: types.CodeType) -> Site | None:
+    """The frame that called ``code`` where ``e`` happened (non-strict: the traceback; strict:
+    dynamo's user stack), if it is the user's code or code rewritten here; else None."""
+    chain, seen = [], e
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    for seen in chain:
+        for frames in (_traceback_frames(seen), _dynamo_frames(seen)):
+            for k in range(1, len(frames)):
+                path, _, name, _ = frames[k]
+                if path == code.co_filename and name == code.co_name:
+                    caller = frames[k - 1]
+                    if is_user_file(caller[0]) or caller[0].startswith(GENERATED):
+                        return Site(*caller)
+                    return None
+    return None
 
 
 def in_a_branch(e: BaseException) -> bool:

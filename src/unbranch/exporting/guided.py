@@ -18,17 +18,20 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
-from ..compiler.source import innermost_function
+from ..compiler.normalise.call_rest import RETURNS_CALL
+from ..compiler.source import get_source, innermost_function
 from ..errors import UnbranchError
 from ..load.rewriting import RewrittenMethod, options_for, rewrite
 from ..load.swap import original_code, swapped_in
 from ..runtime import source_map
+from ..runtime.continuation import variants
 from ..runtime.control_flow import rejection, torch_limit, unmerged
 from .failures import (
     GENERATED,
     GuardLog,
     Site,
     Swallowed,
+    caller_of,
     kind_of,
     narrowed_by,
     narrowing,
@@ -69,6 +72,10 @@ class Guide:
     # key -> lines of its ifs after which the rest moves into both branches (torch named each for a value
     # a cond cannot give: Options.continue_at), kept in every later rewrite of it
     continue_at: dict = field(default_factory=dict)
+    # key -> lines of calls whose result is a Python value decided by data (Options.continue_calls), and
+    # each such callee -> its variant running the caller's rest (runtime.continuation)
+    continue_calls: dict = field(default_factory=dict)
+    continued: dict = field(default_factory=dict)
     # key -> {line: (side kept, why the other cannot be traced)}: ifs torch could trace one side of only
     one_side: dict = field(default_factory=dict)
     one_sided: bool = False  # the user's option: an if on values may keep one side too (sizes always may)
@@ -130,7 +137,7 @@ class Guide:
             attempt = Attempt(methods=self.methods)
             self.attempts.append(attempt)
             with quiet(warnings_too=False) as log, GuardLog() as guards, Swallowed() as swallowed:
-                with swapped_in(self.methods):
+                with swapped_in(self.methods), variants({fn: rm.func for fn, rm in self.continued.items()}):
                     try:
                         ep = call()
                     except Exception as e:  # decided below, outside the captured output
@@ -160,7 +167,12 @@ class Guide:
             attempt.error = first_line(error)
             ours = error if isinstance(error, UnbranchError) else runtime_failure(error)
             refused = ours or _refused_cond(error)  # (strict export: dynamo refuses the cond itself)
-            if refused is not None and self._continue_after(refused, attempt):
+            if refused is not None and refused.line is None and error.__cause__ is not None:
+                # refused inside a cond's branch, which dynamo traced: its user stack places it
+                refused = runtime_failure(error.__cause__) or refused
+            if refused is not None:
+                attempt.error = first_line(refused)  # (strict: dynamo's graph break carries it)
+            if refused is not None and self._continue_after(refused, attempt, error):
                 continue  # an if leaving a Python value: the rest of its function moves into its branches
             if isinstance(error, UnbranchError):
                 # a cond's branch calls code that branches on data (non-strict export traces a cond
@@ -264,10 +276,11 @@ class Guide:
         attempt.rewritten.append(rm.qualname)
         return ""
 
-    def _continue_after(self, error: UnbranchError, attempt: Attempt) -> bool:
+    def _continue_after(self, error: UnbranchError, attempt: Attempt, raised: BaseException) -> bool:
         """The runtime refused a cond whose sides give values no cond output can be (None, an object, a
         module, tensors of two dtypes) at a line of a function rewritten here: rewrite it with the rest of
-        the function moved into that if's branches, where each side's values are its own. Did it?"""
+        the function moved into that if's branches, where each side's values are its own; where those are
+        its result itself, its caller's rest runs inside it (``_continue_in_caller``). Did it?"""
         if not unmerged(error.reason) or error.path is None or error.line is None:
             return False
         for key, rm in self.rewritten.items():
@@ -275,8 +288,10 @@ class Guide:
             if rm.source.path != error.path or not first <= error.line < first + text.count("\n"):
                 continue
             line = error.line - first + 1
-            if line in self.continue_at.get(key, ()):
-                return False  # (moved already: the value is the function's result itself)
+            if line in self.continue_at.get(key, ()):  # (moved already: the value is the function's result)
+                return _gives_result(rm.source.text, line) and self._continue_in_caller(
+                    key, rm.code_object, raised, attempt
+                )
             self.continue_at[key] = self.continue_at.get(key, frozenset()) | {line}
             fn = rm.function if rm.parent is None else Nested(rm.parent, key).probe
             changed = self._rewritten(key, fn, self.level.get(key, 0), rm.parent)
@@ -285,6 +300,109 @@ class Guide:
                 attempt.rewritten.append(changed.qualname)
                 return True
         return False
+
+    def _continue_in_caller(
+        self, key, code, raised: BaseException, attempt: Attempt, rm: RewrittenMethod | None = None
+    ) -> bool:
+        """``key`` (running ``code``)'s result is a Python value decided by data: rewrite the function that
+        called it with the rest after that call made one function, which a variant of ``key`` runs on
+        each side (normalise.call_rest). A caller returning that call's result hands it on: its own
+        variant passes its caller's rest on, and so on up. Did it? ``rm``: the function of the if
+        refused, where an error is said. Not for a nested function, nor for a call continued before."""
+        rm = rm or self.rewritten[key]
+        site = caller_of(raised, code) if isinstance(key, types.FunctionType) else None
+        caller = self._caller(site) if site is not None else None
+        if caller is None:
+            if site is None and isinstance(key, types.FunctionType):
+                self._not_continued(
+                    attempt,
+                    rm,
+                    raised,
+                    f"{key.__qualname__} gives it as the program's own result, whose structure would then differ "
+                    "between paths (None or another Python value on one, tensors on another): no exported program "
+                    "can give that",
+                )
+            return False
+        caller_key, caller_fn, line = caller
+        local = line - get_source(caller_fn, original_code(caller_fn)).line + 1
+        if local in self.continue_calls.get(caller_key, ()):
+            return False  # (continued already: the caller's own result differs, or the rest could not move)
+        try:
+            variant = self._rewrite_of(key, key, continuation=True)
+        except UnbranchError:
+            return False
+        if not variant.changed:
+            return False
+        done = self.rewritten.get(caller_key)
+        running = done.code_object if done is not None else original_code(caller_fn)  # (the caller's frame's)
+        self.continue_calls[caller_key] = self.continue_calls.get(caller_key, frozenset()) | {local}
+        changed = self._rewritten(caller_key, caller_fn, self.level.get(caller_key, 0))
+        if changed is not None and "continued(" in changed.code:
+            self.continued[key] = variant
+            attempt.sites = [Site(site.path, line, caller_fn.__name__)]
+            attempt.rewritten += [changed.qualname, f"{variant.qualname} (handing its result to the caller's rest)"]
+            return True
+        notes = changed.notes if changed is not None else self._rewrite_of(caller_key, caller_fn).notes
+        left = [n.detail for n in notes if n.kind == "left" and n.line == line]
+        if left and RETURNS_CALL in left[0]:  # the caller gives the value on as its own result
+            self.continued[key] = variant
+            if self._continue_in_caller(caller_key, running, raised, attempt, rm):
+                attempt.rewritten.append(f"{variant.qualname} (handing its result to the caller's rest)")
+                return True
+            del self.continued[key]
+            return False
+        where = f"its caller {caller_fn.__qualname__} ({site.path}:{line}): "
+        self._not_continued(attempt, rm, raised, where + (left[0] if left else "the call stays as written"))
+        return False
+
+    def _not_continued(self, attempt: Attempt, rm: RewrittenMethod, raised: BaseException, why: str) -> None:
+        """Say, at the refused if, that its function's result is the Python value and why no caller can
+        take it on each side."""
+        path, line = place(raised)
+        site = Site(path or rm.source.path, line or rm.source.line, rm.qualname.rsplit(".", 1)[-1])
+        attempt.sites = [site]
+        attempt.why[site.where] = (
+            f"a side of this if gives a value no torch.cond can return (None, a Python number, an object) as "
+            f"{rm.qualname}'s result; {why}"
+        )
+
+    def _rewrite_of(self, key, fn, level: int | None = None, **extra) -> RewrittenMethod:
+        """``fn`` rewritten with what this guide knows of ``key``: its level (else the last), hooks, lines
+        to continue after, sides kept; ``extra``: other options."""
+        level = self.level.get(key, 0) if level is None else level
+        options = {**_LEVELS[level], **self.hooks.get(fn, {}), "one_sided": self.one_sided, **self._known(key)}
+        return rewrite(fn, options_for(fn, strict=False, lengths=True, **options, **extra))
+
+    def _caller(self, site: Site) -> tuple | None:
+        """(key, function, line in its file) of the function whose frame is ``site``: the user's, or
+        one rewritten here (its line moved back to the original's)."""
+        if site.path.startswith(GENERATED):
+            for key, rm in self.rewritten.items():
+                if rm.code_object.co_filename == site.path and isinstance(key, types.FunctionType):
+                    found = source_map.lookup(site.path, site.line)
+                    return (key, rm.function, found[1]) if found else None
+            return None
+        code = site.code or code_at(site.path, site.line, site.name)
+        found = function_for(code) if code is not None else None
+        if not isinstance(found, types.FunctionType):
+            return None
+        try:
+            fn = innermost_function(found)
+        except UnbranchError:
+            return None
+        return fn, fn, site.line
+
+    def _known(self, key) -> dict:
+        """What the guide knows of ``key`` for any rewrite of it: ifs after which its rest moves, calls
+        whose rest it runs, ifs of which it keeps one side."""
+        known = {}
+        if key in self.continue_at:
+            known["continue_at"] = self.continue_at[key]
+        if key in self.continue_calls:
+            known["continue_calls"] = self.continue_calls[key]
+        if key in self.one_side:
+            known["one_side"] = tuple((line, *kept) for line, kept in sorted(self.one_side[key].items()))
+        return known
 
     def _one_sided(self, error: BaseException, attempt: Attempt) -> bool:
         """A converted if one side of which torch could not trace (the failure is inside that side's
@@ -322,12 +440,7 @@ class Guide:
     def _rewritten(self, key, fn, level: int, parent=None) -> RewrittenMethod | None:
         """``fn`` rewritten at ``level`` with what this guide knows of it (hooks, lines to continue after),
         kept as ``key``'s rewrite; None when nothing changed."""
-        options = {**_LEVELS[level], **self.hooks.get(fn, {}), "one_sided": self.one_sided}
-        if key in self.continue_at:
-            options["continue_at"] = self.continue_at[key]
-        if key in self.one_side:
-            options["one_side"] = tuple((line, *kept) for line, kept in sorted(self.one_side[key].items()))
-        rm = rewrite(fn, options_for(fn, strict=False, lengths=True, **options))
+        rm = self._rewrite_of(key, fn, level)
         if not rm.changed:
             return None
         self.rewritten[key] = dataclasses.replace(rm, parent=parent)
@@ -414,6 +527,24 @@ def why_left(methods, site: Site) -> str:
             if left:
                 return f"left as Python: {left[0]}"
     return _nothing_to_convert(site, rewritten=True)
+
+
+def _gives_result(text: str, line: int) -> bool:
+    """Is line ``line`` of function source ``text`` an ``if`` (or a ``return``) outside any loop, whose
+    sides, once the rest of the function has moved into them, give the function's result?"""
+    import ast
+
+    def walk(body) -> bool:
+        for s in body:
+            if s.lineno == line:
+                return isinstance(s, (ast.If, ast.Return))
+            if isinstance(s, (ast.If, ast.With, ast.Try)) and s.lineno < line <= s.end_lineno:
+                blocks = [s.body, s.orelse] + [h.body for h in getattr(s, "handlers", [])]
+                return any(walk(b) for b in blocks + [getattr(s, "finalbody", [])])
+        return False
+
+    tree = ast.parse(text)
+    return bool(tree.body) and walk(tree.body[0].body)
 
 
 def _refused_cond(error: BaseException) -> UnbranchError | None:

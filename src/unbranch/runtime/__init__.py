@@ -5,9 +5,10 @@ helpers. Each helper takes a plain Python path unless torch is tracing and the v
 symbolic, so eager runs of rewritten code stay exact and cheap.
 """
 
-from . import checks, conditions, control_flow, jumps, loops, selection, state
+from . import checks, conditions, continuation, control_flow, jumps, loops, selection, state
 from .checks import *  # noqa: F403
 from .conditions import *  # noqa: F403
+from .continuation import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .jumps import *  # noqa: F403
 from .loops import *  # noqa: F403
@@ -18,6 +19,7 @@ from .state import *  # noqa: F403
 __all__ = [
     *checks.__all__,
     *conditions.__all__,
+    *continuation.__all__,
     *control_flow.__all__,
     *jumps.__all__,
     *loops.__all__,

@@ -88,9 +88,13 @@ def bool_(value):
 
 
 def int_(value):
-    """``int(value)``; for a one-element tensor while tracing, its value truncated, as an int64 tensor."""
+    """``int(value)``; for a one-element tensor while tracing, its value truncated: a symbolic int
+    (``.item()``) under non-strict export, which a size (``torch.zeros(n)``), an index, arithmetic
+    and a dispatched test take; an int64 0-d tensor under dynamo (strict export), which refuses such
+    an int as an index or a loop's length (measured, torch 2.13) but takes the tensor there."""
     if tracing() and isinstance(value, torch.Tensor) and _one_element(value) and not value.is_complex():
-        return (value.trunc() if value.is_floating_point() else value).to(torch.int64).reshape(())
+        whole = (value.trunc() if value.is_floating_point() else value).to(torch.int64).reshape(())
+        return whole if torch.compiler.is_dynamo_compiling() else whole.item()
     if tracing() and isinstance(value, torch.SymFloat):
         return torch.sym_int(value)
     if tracing() and isinstance(value, torch.SymInt):

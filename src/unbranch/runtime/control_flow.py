@@ -145,8 +145,8 @@ _LIMITS = [
     ),
     (
         ("Input-to-input aliasing",),
-        "torch's tracing of a side took a view attribute of a tensor it was handed (such as .mT or .T) as "
-        "an input of its own, which torch.cond rejects (a torch limitation); .transpose(-2, -1) traces",
+        "torch's tracing of a side took two of its inputs as views of one another (such as a tensor it was "
+        "handed and a view of it a function the side calls reads), which torch.cond rejects (a torch limitation)",
     ),
     (("Encountered aliasing",), "a side gives back a tensor it was handed (or a view of one) unchanged"),
     (("Encountered input mutation",), "a side changes a tensor it was handed in place"),
@@ -313,10 +313,14 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=(), in_pl
     device = accelerator(pred, tensors)
 
     def adapt(fn):
+        viewed = _reads_view_attribute(fn)
+
         def branch(*ts):
             # tensors are never bound to a local name here: dynamo names the branch graph's
             # inputs after such names, and two nested conds would then both take e.g. 't'
             # (torch's codegen: "duplicate argument 't' in function definition")
+            if viewed:
+                ts = tuple(map(torch.Tensor.view_as, ts, ts))
             values = list(leaves)
             for n, i in enumerate(positions):
                 values[i] = ts[slot[n]]
@@ -401,6 +405,24 @@ def _buffers(values) -> list:
         for b in (*v._buffers.values(), *vars(v).values())
         if isinstance(b, torch.Tensor)
     ]
+
+
+# view attributes a branch may read of what it was handed: torch.cond's tracing takes ``a.mT`` of an
+# input ``a`` as an input of its own, aliasing ``a``, and rejects the branch (torch 2.13, both modes;
+# measured: "Encountered aliasing"); read of a view of ``a`` made in the branch, it traces
+_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
+
+
+def _reads_view_attribute(fn) -> bool:
+    """Does ``fn`` (or a function defined in it) read ``.T``, ``.mT``, ``.H`` or ``.mH``?"""
+    code = getattr(fn, "__code__", None)
+    stack = [code] if code is not None else []
+    while stack:
+        code = stack.pop()
+        if _VIEW_ATTRIBUTES.intersection(code.co_names):
+            return True
+        stack += [c for c in code.co_consts if isinstance(c, type(code))]
+    return False
 
 
 def _unaliased(tensors) -> tuple:

@@ -22,7 +22,7 @@ from ..analysis.names import block_writes, param_names
 _CONVERSIONS = {"bool": "bool_", "int": "int_", "float": "float_"}
 _REDUCTIONS = {"any": "any_", "all": "all_"}
 # module functions whose Python result is data: the helper of the same meaning (arguments kept as given)
-_MODULE_FORMS = {
+MODULE_FORMS = {
     "torch": {"equal": "equal", "allclose": "allclose", "is_nonzero": "bool_"},
     "math": {"isclose": "isclose", "isfinite": "isfinite", "isnan": "isnan", "isinf": "isinf"},
 }
@@ -103,8 +103,8 @@ class TruthForms:
             if func.value in _REDUCTIONS:
                 return self.helper(_REDUCTIONS[func.value], [self.items(arg)], e)
         module = func.value.value if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else None
-        if module in _MODULE_FORMS and module not in self.shadowed:
-            form = _MODULE_FORMS[module].get(func.attr.value)
+        if module in MODULE_FORMS and module not in self.shadowed:
+            form = MODULE_FORMS[module].get(func.attr.value)
             if form is not None and not any(a.star for a in args):
                 if form == "bool_":  # torch.is_nonzero(t) is bool(t) of a one-element tensor
                     args = [a.with_changes(value=_bare(self.truth(a.value))) for a in args]

@@ -28,6 +28,7 @@ import libcst as cst
 
 from ..analysis.classify import STATIC, TENSOR
 from ..analysis.names import block_writes, param_names
+from ..lower.truth import MODULE_FORMS
 from ..passes import Kind, Pass, Rewrite, Unchanged
 
 _FORMS = {"len": "len_", "bool": "bool_", "int": "int_", "float": "float_"}
@@ -35,7 +36,11 @@ _EXTREMES = {"max": "max_", "min": "min_"}  # of several numbers, one of them da
 
 
 def _converts(node, classifier) -> bool:
-    if not isinstance(node.func, ast.Name):
+    func = node.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        forms = MODULE_FORMS.get(func.value.id, {})
+        return func.attr in forms and (func.value.id == "torch" or any(classifier.kind(a) == TENSOR for a in node.args))
+    if not isinstance(func, ast.Name):
         return False
     if node.func.id in _EXTREMES:
         return _extreme(node.args, node.keywords) and any(classifier.kind(a) == TENSOR for a in node.args)
@@ -49,7 +54,12 @@ def _extreme(args, keywords) -> bool:
     return len(args) >= 2 and not keywords and not any(isinstance(a, ast.Starred) for a in args)
 
 
-CONVERSION = Kind("conversion", r"\b(?:len|bool|int|float|max|min)\(", (ast.Call,), _converts)
+CONVERSION = Kind(
+    "conversion",
+    r"\b(?:len|bool|int|float|max|min|equal|allclose|is_nonzero|isclose|isfinite|isnan|isinf)\(",
+    (ast.Call,),
+    _converts,
+)
 
 
 class Conversions(Pass):
@@ -79,6 +89,18 @@ class Conversions(Pass):
                 return _ub.bool_((x > 1.5).any())
             """,
         ),
+        Rewrite(
+            """
+            def forward(self, x, y):
+                same = torch.allclose(x, y)
+                return x if same else x + y
+            """,
+            """
+            def forward(self, x, y):
+                same = _ub.allclose(x, y)
+                return x if same else x + y
+            """,
+        ),
         Unchanged(  # plainly Python: a literal's length, a size's int
             """
             def forward(self, rois):
@@ -87,12 +109,17 @@ class Conversions(Pass):
         ),
     ]
 
+    def visit_Lambda(self, node) -> bool:
+        return True  # (its body runs where the lambda is called: ``key=lambda t: float(t.sum())``)
+
     @functools.cached_property
     def shadowed(self) -> set[str]:
         return set(param_names(self.fn)) | block_writes(self.fn.body.body)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         func, args = updated.func, updated.args
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            return self._module_form(original, updated)
         if isinstance(func, cst.Name) and func.value in _EXTREMES and func.value not in self.shadowed:
             return self._extreme(original, updated)
         if not (isinstance(func, cst.Name) and func.value in _FORMS and len(args) == 1) or func.value in self.shadowed:
@@ -107,6 +134,18 @@ class Conversions(Pass):
         if func.value != "len" and isinstance(inner, cst.Attribute) and inner.attr.value == "item":
             value = inner.value  # int(t.item()) is int(t): the tensor itself, not a symbol of its value
         call = self.ctx.runtime_call(_FORMS[func.value], value)
+        return call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+    def _module_form(self, original: cst.Call, updated: cst.Call):
+        """``torch.allclose(a, b)`` (tensors always), ``math.isclose(v, 0)`` of data: the helper of the
+        same meaning."""
+        module, name = updated.func.value.value, updated.func.attr.value
+        form = MODULE_FORMS.get(module, {}).get(name)
+        if form is None or module in self.shadowed or any(a.star for a in updated.args):
+            return updated
+        if module != "torch" and not any(self.ctx.classifier.kind(a.value) == TENSOR for a in original.args):
+            return updated  # (math.isclose of Python numbers)
+        call = self.ctx.runtime_call(form).with_changes(args=updated.args)
         return call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
 
     def _extreme(self, original: cst.Call, updated: cst.Call):

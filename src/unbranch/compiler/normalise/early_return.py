@@ -298,7 +298,7 @@ def _push(node: cst.If, tail, ctx, local, bound, whole: bool, private=frozenset(
         tail = [call_statement([], call, returns=True)]
     copies = iter(range(2))
 
-    if whole and tail and not ends_in_return(tail):  # (the function falls off its end there: None)
+    if whole and not ends_in_return(tail):  # (the function falls off its end there: None)
         tail = [*tail, cst.SimpleStatementLine([cst.Return(cst.Name("None"))])]
 
     def branch(stmts):

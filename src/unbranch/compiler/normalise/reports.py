@@ -11,7 +11,9 @@ tensor ("can't actually be reordered"), a warning with a category, a helper keep
 warned about ("Unsafe side effect"); those it takes run once, at export time, whatever the input.
 Eager runs of the rewritten code report exactly as the original; the exported program reports
 nothing there, which the report's notes say. An ``if`` whose every side only reports runs
-whole when torch does not trace: under export it does nothing, and costs no cond.
+whole when torch does not trace: under export it does nothing, and costs no cond. A report line
+after a statement holding a dispatched ``if`` is guarded too: the rest of the function may move
+into that ``if``'s branches (a Python value or a list it changes is read there).
 """
 
 from __future__ import annotations
@@ -90,6 +92,25 @@ class Reports(Pass):
                 return torch.relu(x)
             """,
         ),
+        Rewrite(  # after a branch on data: the rest may move into its sides
+            """
+            def forward(self, x):
+                outs = [x]
+                if x.sum() > 0:
+                    outs.append(x * 2)
+                warnings.warn("combined", RuntimeWarning)
+                return torch.stack(outs).sum(0)
+            """,
+            """
+            def forward(self, x):
+                outs = [x]
+                if x.sum() > 0:
+                    outs.append(x * 2)
+                if not _ub.tracing():
+                    warnings.warn("combined", RuntimeWarning)
+                return torch.stack(outs).sum(0)
+            """,
+        ),
         Unchanged(  # a Python test: torch never sees the report
             """
             def forward(self, x, verbose: bool):
@@ -127,6 +148,29 @@ class Reports(Pass):
         ctx.note(original, "report", "its reports run when torch does not trace")
         ctx.origins.inherit(new, original)
         return new
+
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(body=self._after_dispatched(original.body, updated.body))
+
+    def _after_dispatched(self, originals, stmts) -> list:
+        """``stmts`` with each report line after a statement holding a dispatched ``if`` guarded too:
+        that rest may move into the ``if``'s branches (normalise.early_return), where torch traces it."""
+        out, seen = [], False
+        for original, stmt in zip(originals, stmts):
+            if seen and isinstance(stmt, cst.SimpleStatementLine) and reports(stmt):
+                self.ctx.note(original, "report", "after a branch on data: runs when torch does not trace")
+                stmt = self._guarded(stmt.with_changes(leading_lines=[]), stmt.leading_lines, original)
+            seen = seen or self._holds_dispatched(original)
+            out.append(stmt)
+        return out
+
+    def _holds_dispatched(self, stmt) -> bool:
+        if isinstance(stmt, cst.If) and self.ctx.is_candidate(stmt):
+            return True
+        blocks = [stmt.body.body] if isinstance(stmt, (cst.If, cst.With, cst.For, cst.While)) else []
+        if isinstance(stmt, cst.If):
+            blocks.append(orelse_body(stmt))
+        return any(self._holds_dispatched(s) for block in blocks for s in block)
 
     def _guarded(self, stmt, leading, original) -> cst.If:
         guard = cst.UnaryOperation(cst.Not(), self.ctx.runtime_call("tracing"))

@@ -85,4 +85,9 @@ def _same(a, b) -> bool:
     if not (isinstance(a, cst.SimpleStatementLine) and isinstance(b, cst.SimpleStatementLine)):
         return False
     jumps = (cst.Return, cst.Raise, cst.Break, cst.Continue)
-    return not any(isinstance(s, jumps) for s in a.body) and a.deep_equals(b)
+    return not any(isinstance(s, jumps) for s in a.body) and _code(a).deep_equals(_code(b))
+
+
+def _code(line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+    """The line without its comments and blank lines (``outs.append(z)  # note`` is ``outs.append(z)``)."""
+    return line.with_changes(leading_lines=(), trailing_whitespace=cst.TrailingWhitespace())

@@ -9,7 +9,7 @@ tensor under export has not (``Could not extract specialized integer``). ``_ub.s
 runtime/selection.py); a call of the item moves into a lambda run on the item chosen, so
 modules and functions are chosen too. Only an index that is plainly data (``int(t)``,
 ``t.item()``, a call giving a tensor such as ``t.argmax()``, a name only ever bound to such
-values) into a container that is not plainly a tensor; stores (``heads[i] = m``), slices and
+values, arithmetic of one with sizes and numbers: ``int(t) % 3``) into a container that is not plainly a tensor; stores (``heads[i] = m``), slices and
 other names (a loop's index, which the loop rules index by) stay as written.
 """
 
@@ -23,6 +23,7 @@ from ..analysis.classify import SHAPE, STATIC, TENSOR, as_ast, dotted_name
 from ..passes import Kind, Pass, Rewrite, Unchanged
 
 _CONVERSIONS = {"int": "int_", "float": "float_"}
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Mod, ast.FloorDiv)
 
 
 def _data_index(index: ast.expr, classifier) -> bool:
@@ -30,6 +31,10 @@ def _data_index(index: ast.expr, classifier) -> bool:
     name every assignment of which is one (``idx = int(scores.argmax())``; never a loop's target)."""
     if isinstance(index, ast.Name):
         return classifier.kind(index) == TENSOR
+    if isinstance(index, ast.BinOp) and isinstance(index.op, _ARITHMETIC):  # ``int(t) % 3``, ``n - 1 - int(t)``
+        sides = (index.left, index.right)
+        data = [_data_index(side, classifier) for side in sides]
+        return any(data) and all(d or classifier.kind(side) in (STATIC, SHAPE) for d, side in zip(data, sides))
     if isinstance(index, ast.Call):
         f = index.func
         if _conversion(f, classifier) and len(index.args) == 1 and not index.keywords:
@@ -134,7 +139,9 @@ class SelectByData(Pass):
         return updated.func.with_changes(args=[*updated.func.args, cst.Arg(use)])
 
     def _index(self, index: cst.BaseExpression) -> cst.BaseExpression:
-        """``int(t)`` as ``_ub.int_(t)``: the index stays a tensor under export."""
+        """``int(t)`` as ``_ub.int_(t)`` (also in arithmetic): the index stays a tensor under export."""
+        if isinstance(index, cst.BinaryOperation):
+            return index.with_changes(left=self._index(index.left), right=self._index(index.right))
         f = index.func if isinstance(index, cst.Call) else None
         if isinstance(f, cst.Name) and f.value in _CONVERSIONS and len(index.args) == 1:
             return self.ctx.runtime_call(_CONVERSIONS[f.value], index.args[0].value)
