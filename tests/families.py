@@ -496,6 +496,28 @@ class HelperGivesNoneOrMask(torch.nn.Module):
         return y
 
 
+_ACTIVATIONS = (torch.sin, torch.tanh, torch.relu)
+
+
+class ActivationByIndexArithmetic(torch.nn.Module):
+    def forward(self, x):
+        return _ACTIVATIONS[int((x > 0).sum()) % 3](x)  # a tuple of functions, indexed by data
+
+
+class AllcloseBoundToName(torch.nn.Module):
+    def forward(self, x, y):
+        same = torch.allclose(x, y)
+        if same:
+            return x * 2
+        return x + y
+
+
+class MinByFloatKey(torch.nn.Module):
+    def forward(self, x, y):
+        best = min((x, y), key=lambda t: float(t.sum()))
+        return best * 2
+
+
 class SymmetrisedWhenNot(torch.nn.Module):
     def forward(self, a):
         if not torch.allclose(a, a.mT, atol=1e-6):
@@ -691,6 +713,15 @@ PROGRAMS = {
     ),
     "helper gives None or a mask": Program(
         1, HelperGivesNoneOrMask, (_rows(5) - 0.5,), D0, [(_rows(3),), (-_rows(6),), (_rows(7) - 0.6,)]
+    ),
+    "a tuple of functions indexed by int(t) % 3": Program(
+        1, ActivationByIndexArithmetic, (_X,), D0, [(_rows(3, sign=-1),), (_rows(6) - 0.5,), (_rows(4) - 0.3,)]
+    ),
+    "torch.allclose bound to a name": Program(
+        3, AllcloseBoundToName, (_X, _X + 1), (D0[0], D0[0]), [(_rows(3), _rows(3)), (_rows(6), -_rows(6))]
+    ),
+    "min with a float() key": Program(
+        3, MinByFloatKey, (_X, -_X), (D0[0], D0[0]), [(_rows(3), -_rows(3)), (-_rows(6), _rows(6))]
     ),
     "allclose to its own transpose": Program(
         3,

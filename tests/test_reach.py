@@ -143,6 +143,37 @@ def test_torch_distributions_argument_checks_are_rewritten_and_still_raise(monke
         exported(x)
 
 
+class CategoricalPolicy(torch.nn.Module):
+    """A discrete policy (stable-baselines3's form): Categorical's ``probs`` is a lazy_property, which the
+    validation loop skips with a ``continue`` on a Python test (a flag made of Python values alone)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(2)
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x, actions):
+        return torch.distributions.Categorical(logits=self.lin(x)).log_prob(actions)
+
+
+def test_distribution_with_a_lazy_parameter_exports_and_still_raises(monkeypatch):
+    torch._dynamo.eval_frame.TorchPatcher.patch()
+    monkeypatch.setattr(torch.distributions.Distribution, "_validate_args", True)
+    model = CategoricalPolicy()
+    ep = unbranch.export(model, (torch.randn(3, 4), torch.tensor([0, 2, 1])), dynamic_shapes=(D0[0], D0[0]))
+    x, actions = torch.randn(6, 4), torch.tensor([2, 1, 0, 0, 1, 2])
+    torch.testing.assert_close(ep.module()(x, actions), model(x, actions))
+    broken = CategoricalPolicy()
+    with torch.no_grad():
+        broken.lin.bias.fill_(float("nan"))  # logits NaN: eager raises ValueError in the constructor
+    with pytest.raises(ValueError):
+        broken(x, actions)
+    exported = ep.module()
+    exported.load_state_dict(broken.state_dict(), strict=False)
+    with pytest.raises(RuntimeError, match="Expected parameter"):
+        exported(x, actions)
+
+
 def doubled_when_positive(x):
     if x.sum() > 0:
         return x * 2

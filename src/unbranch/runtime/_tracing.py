@@ -101,6 +101,16 @@ def is_symbolic(value) -> bool:
     return isinstance(value, torch.Tensor)
 
 
+def settled(value):
+    """``value``, or the Python bool it is known to be while torch traces: under non-strict export a
+    tensor made from Python values alone (a jump flag set from Python tests, ``_ub.flag(False)``)
+    carries its value (a fake tensor's ``constant``), and a test of it decides nothing from data."""
+    constant = getattr(value, "constant", None) if isinstance(value, torch.Tensor) else None
+    if isinstance(constant, torch.Tensor) and constant.numel() == 1 and constant.dtype == torch.bool:
+        return bool(constant)
+    return value
+
+
 def is_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
 

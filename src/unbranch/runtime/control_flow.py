@@ -18,7 +18,7 @@ from torch._prims_common import is_contiguous_or_false
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 
-from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller
+from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller, settled
 from .jumps import accelerator, tensorised
 
 # the operators rewritten code calls as ``_ub.<name>``
@@ -50,6 +50,7 @@ def if_stmt(
     only that side runs, after a check that the condition takes it (the program raises on an input
     taking the other).
     """
+    pred = settled(pred)
     if keep is not None and is_symbolic(pred):
         return _one_side(pred, then_fn, else_fn, operands, keep)
     if not tensor_outputs and isinstance(pred, torch.Tensor) and is_symbolic(pred):

@@ -26,7 +26,7 @@ import functools
 
 import libcst as cst
 
-from ..analysis.classify import STATIC, TENSOR
+from ..analysis.classify import STATIC, TENSOR, UNKNOWN
 from ..analysis.names import block_writes, param_names
 from ..lower.truth import MODULE_FORMS
 from ..passes import Kind, Pass, Rewrite, Unchanged
@@ -36,6 +36,8 @@ _EXTREMES = {"max": "max_", "min": "min_"}  # of several numbers, one of them da
 
 
 def _converts(node, classifier) -> bool:
+    if isinstance(node, ast.Lambda):  # (the screen's walk does not enter lambdas; the pass does)
+        return any(isinstance(n, ast.Call) and _converts(n, classifier) for n in ast.walk(node.body))
     func = node.func
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
         forms = MODULE_FORMS.get(func.value.id, {})
@@ -46,7 +48,13 @@ def _converts(node, classifier) -> bool:
         return _extreme(node.args, node.keywords) and any(classifier.kind(a) == TENSOR for a in node.args)
     if not (node.func.id in _FORMS and len(node.args) == 1):
         return False
-    return node.func.id == "len" or classifier.kind(node.args[0]) == TENSOR
+    return node.func.id == "len" or _maybe_data(classifier.kind(node.args[0]), isinstance(node.args[0], ast.Call))
+
+
+def _maybe_data(kind: str, call: bool) -> bool:
+    """A tensor, or what a method gives of a value the classifier cannot place (``float(t.sum())`` in a
+    key lambda): the runtime form is Python's own for anything that is no tensor."""
+    return kind == TENSOR or (call and kind == UNKNOWN)
 
 
 def _extreme(args, keywords) -> bool:
@@ -57,7 +65,7 @@ def _extreme(args, keywords) -> bool:
 CONVERSION = Kind(
     "conversion",
     r"\b(?:len|bool|int|float|max|min|equal|allclose|is_nonzero|isclose|isfinite|isnan|isinf)\(",
-    (ast.Call,),
+    (ast.Call, ast.Lambda),
     _converts,
 )
 
@@ -127,7 +135,7 @@ class Conversions(Pass):
         if args[0].keyword is not None or args[0].star:
             return updated
         kind = self.ctx.classifier.kind(original.args[0].value)
-        if kind == STATIC or (func.value != "len" and kind != TENSOR):
+        if kind == STATIC or (func.value != "len" and not _maybe_data(kind, isinstance(args[0].value, cst.Call))):
             return updated
         value = args[0].value
         inner = value.func if isinstance(value, cst.Call) and not value.args else None
