@@ -150,7 +150,10 @@ class Reports(Pass):
         return new
 
     def leave_IndentedBlock(self, original, updated):
-        return updated.with_changes(body=self._after_dispatched(original.body, updated.body))
+        body = self._after_dispatched(original.body, updated.body)
+        if all(a is b for a, b in zip(body, updated.body)):
+            return updated  # (a block rebuilt for nothing would lose the user's layout)
+        return updated.with_changes(body=body)
 
     def _after_dispatched(self, originals, stmts) -> list:
         """``stmts`` with each report line after a statement holding a dispatched ``if`` guarded too:
