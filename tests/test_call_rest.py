@@ -82,3 +82,15 @@ def test_rewrite_source_continues_a_call_in_a_block_ending_in_return():
     out = unbranch.rewrite_source(code, continue_calls=frozenset({3}))
     assert "return _ub.continued(branch_cond_rest_1, (x,), self.pick, x)" in out
     assert "# chosen by data" in out  # the user's comment stays with the code
+
+
+def test_a_rest_no_nested_function_can_run_stays_as_written():
+    """``locals()`` in the rest would read the rest function's own names: the call is not continued."""
+    code = """
+    def forward(self, x):
+        act = self.pick(x)
+        y = act(x)
+        return y * len(locals())
+    """
+    out = unbranch.rewrite_source(code, continue_calls=frozenset({2}))
+    assert "_ub.continued" not in out and "act = self.pick(x)" in out

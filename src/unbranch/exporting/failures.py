@@ -154,10 +154,7 @@ def sites(e: BaseException, guards: GuardLog | None = None, kind: str | None = N
     found: list[Site] = []
     if kind == "shape" and guards is not None:
         found += guards.sites_for(_violated(e))
-    chain, seen = [], e
-    while seen is not None and seen not in chain:
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
+    chain = _chain(e)
     # innermost cause first: a cond's branch that failed inside dynamo is named by dynamo's
     # error, beneath the runtime's refusal raised at the ``if`` holding the cond
     for seen in reversed(chain):
@@ -169,6 +166,15 @@ def sites(e: BaseException, guards: GuardLog | None = None, kind: str | None = N
                 found.append(site)
                 break
     return found
+
+
+def _chain(e: BaseException) -> list:
+    """``e`` and its causes (or contexts), outermost first, each once."""
+    chain, seen = [], e
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return chain
 
 
 def place(e: BaseException) -> tuple[str | None, int | None]:
@@ -210,11 +216,7 @@ def _dynamo_frames(e: BaseException) -> list:
 def caller_of(e: BaseException, code: types.CodeType) -> Site | None:
     """The frame that called ``code`` where ``e`` happened (non-strict: the traceback; strict:
     dynamo's user stack), if it is the user's code or code rewritten here; else None."""
-    chain, seen = [], e
-    while seen is not None and seen not in chain:
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
-    for seen in chain:
+    for seen in _chain(e):
         for frames in (_traceback_frames(seen), _dynamo_frames(seen)):
             for k in range(1, len(frames)):
                 path, _, name, _ = frames[k]

@@ -10,6 +10,7 @@ listing every place and why it could not be converted, torch's error chained.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import os
@@ -532,7 +533,6 @@ def why_left(methods, site: Site) -> str:
 def _gives_result(text: str, line: int) -> bool:
     """Is line ``line`` of function source ``text`` an ``if`` (or a ``return``) outside any loop, whose
     sides, once the rest of the function has moved into them, give the function's result?"""
-    import ast
 
     def walk(body) -> bool:
         for s in body:

@@ -33,9 +33,10 @@ import libcst as cst
 from ..analysis.effects import block_effects
 from ..analysis.flow import ends_in_return
 from ..analysis.liveness import ALL, assigned, live_in
-from ..analysis.names import block_declared, block_writes, param_names
+from ..analysis.names import block_writes, param_names
 from ..lower.build import branch_def, explicit_super, in_order
 from ..passes import Kind, Pass, Rewrite, Unchanged
+from .early_return import shareable
 
 # why a caller has no rest to move: what it returns is the call's value, whose structure differs by
 # data (the guided export then continues in that caller's own caller, with a variant of it)
@@ -180,8 +181,11 @@ class RestAfterCall(Pass):
             return RETURNS_CALL
         if found is None:
             return "only a call that is a whole statement (name = f(...), or f(...)) has a rest to move"
-        if block_declared(tail):
-            return "the rest declares a name global or nonlocal"
+        if not shareable(tail, self.ctx):
+            return (
+                "the rest cannot become a nested function (it declares a name global or nonlocal, holds yield, "
+                "await or locals(), or rebinds a name a nested function of the user's reads)"
+            )
         call, name = found
         ctx = self.ctx
         inputs = (live_in(tail, set()) & self.local) - {name}
@@ -210,8 +214,6 @@ class RestAfterCall(Pass):
 def _changes_outside(tail, inputs, ctx) -> str:
     """What running ``tail`` changes besides names of its own ("" if nothing): under export it runs
     in the callee's branches, whose functions keep no other effect."""
-    if any(c.reads & block_writes(tail) for c in ctx.closures):
-        return "a nested function of the user's reads a name the rest rebinds"
     effects = block_effects(tail, ctx.mutating_helpers)
     if effects.state:
         return f"the rest changes state that outlives it ({effects.state[0][1]})"

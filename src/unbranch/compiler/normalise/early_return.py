@@ -235,7 +235,7 @@ class _Unmovable(OwnScope, cst.CSTVisitor):
         self.found |= isinstance(node.func, cst.Name) and node.func.value in ("locals", "vars", "exec", "eval")
 
 
-def _shareable(tail, ctx) -> bool:
+def shareable(tail, ctx) -> bool:
     """Can ``tail`` become a nested function (its writes then stay its own)?"""
     if block_declared(tail):
         return False
@@ -279,7 +279,7 @@ def _push(node: cst.If, tail, ctx, local, bound, whole: bool, private=frozenset(
     both = tail and not ends_in_return(node.body.body) and not ends_in_return(orelse_body(node))
     rest_def = None
     params = _params(node, tail, local, bound) if both else None
-    if params is not None and not copied and (len(tail) > 1 or not ends_in_return(tail)) and _shareable(tail, ctx):
+    if params is not None and not copied and (len(tail) > 1 or not ends_in_return(tail)) and shareable(tail, ctx):
         # the rest is needed on both sides: one function for it, called where it would run
         (name,) = ctx.namer.numbered(ctx.prefix, ("rest",))
         body = explicit_super(tail, ctx)
