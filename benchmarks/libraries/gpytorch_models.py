@@ -11,11 +11,9 @@ call the kernel on equal inputs, the posterior at the training inputs.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
-from .harness import Built, Entry, call, space
+from .harness import Built, call, grouped, space
 
 POINTS = {0: space(4)}
 N_TRAIN, N_TEST, D = 12, 6, 2
@@ -187,16 +185,8 @@ def models() -> dict:
 GROUPS = {"kernel": kernels, "gp": models}
 
 
-def _lazy(group: str, name: str) -> Built:
-    return GROUPS[group]()[name]()
-
-
 def entries() -> list:
-    out = [
-        Entry(f"{group}.{name}", "gpytorch", functools.partial(_lazy, group, name))
-        for group, make in GROUPS.items()
-        for name in make()
-    ]
+    out = grouped("gpytorch", GROUPS)
     for e in out:
         if ".mll" in e.name:
             e.mode = "train"

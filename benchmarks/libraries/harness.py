@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import os
 import re
@@ -71,6 +72,20 @@ class Entry:
     library: str
     make: Callable[[], Built]
     mode: str = "eval"
+
+
+def grouped(library: str, groups: dict) -> list[Entry]:
+    """An Entry ``group.name`` for each builder of each group (``group -> () -> {name: () -> Built}``).
+    A group is called again when one of its entries is built: listing them builds nothing."""
+    return [
+        Entry(f"{group}.{name}", library, functools.partial(_built, groups, group, name))
+        for group, make in groups.items()
+        for name in make()
+    ]
+
+
+def _built(groups: dict, group: str, name: str) -> Built:
+    return groups[group]()[name]()
 
 
 @dataclass

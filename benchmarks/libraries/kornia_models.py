@@ -11,7 +11,7 @@ import functools
 
 import torch
 
-from .harness import BATCH, Built, Entry, call, space
+from .harness import BATCH, Built, Entry, call, grouped, space
 
 IMAGE = {0: BATCH, 2: space(8), 3: space(8)}
 
@@ -264,13 +264,5 @@ GROUPS = {
 }
 
 
-def _lazy(group: str, name: str) -> Built:
-    return GROUPS[group]()[name]()
-
-
 def entries() -> list[Entry]:
-    out = []
-    for group, make in GROUPS.items():
-        for name in make():
-            out.append(Entry(f"{group}.{name}", "kornia", functools.partial(_lazy, group, name)))
-    return out
+    return grouped("kornia", GROUPS)

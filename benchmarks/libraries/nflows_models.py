@@ -11,11 +11,9 @@ so do ``Tanh``/``Logit`` (nonlinearities.py:26, :140). The flips put every input
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
-from .harness import BATCH, Built, Entry
+from .harness import BATCH, Built, Entry, grouped
 
 B, D = 6, 4
 ROWS = {0: BATCH}
@@ -169,13 +167,5 @@ def transforms() -> dict:
 GROUPS = {"flow": flows, "transform": transforms}
 
 
-def _lazy(group: str, name: str) -> Built:
-    return GROUPS[group]()[name]()
-
-
 def entries() -> list[Entry]:
-    return [
-        Entry(f"{group}.{name}", "nflows", functools.partial(_lazy, group, name))
-        for group, make in GROUPS.items()
-        for name in make()
-    ]
+    return grouped("nflows", GROUPS)

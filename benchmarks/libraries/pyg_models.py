@@ -11,11 +11,9 @@ the flips give a batch of three graphs instead of two, or other scores.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
-from .harness import Built, Entry, call, space
+from .harness import Built, Entry, call, grouped, space
 
 N, E, F = 10, 30, 8
 NODES = {0: space(4)}
@@ -261,13 +259,5 @@ def k_hop() -> Built:
 GROUPS = {"conv": convs, "model": models, "pool": pools, "aggr": aggregations, "utils": utils}
 
 
-def _lazy(group: str, name: str) -> Built:
-    return GROUPS[group]()[name]()
-
-
 def entries() -> list[Entry]:
-    return [
-        Entry(f"{group}.{name}", "torch_geometric", functools.partial(_lazy, group, name))
-        for group, make in GROUPS.items()
-        for name in make()
-    ]
+    return grouped("torch_geometric", GROUPS)

@@ -10,11 +10,9 @@ The examples lie inside the supports; the flips move values (or the spline's inp
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
-from .harness import BATCH, Built, Entry, call, space
+from .harness import BATCH, Built, Entry, call, grouped, space
 
 B, T, S, D = 4, 6, 3, 3
 
@@ -192,13 +190,5 @@ def infer() -> dict:
 GROUPS = {"dist": distributions, "flow": flows, "infer": infer}
 
 
-def _lazy(group: str, name: str) -> Built:
-    return GROUPS[group]()[name]()
-
-
 def entries() -> list[Entry]:
-    return [
-        Entry(f"{group}.{name}", "pyro", functools.partial(_lazy, group, name))
-        for group, make in GROUPS.items()
-        for name in make()
-    ]
+    return grouped("pyro", GROUPS)
