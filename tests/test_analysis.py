@@ -496,3 +496,16 @@ def test_transform_gives_what_libcst_gives_and_keeps_what_did_not_change():
     assert by_transform.seen == by_libcst.seen
     assert got.body[1] is tree.body[1]  # `other` has no x, no del, no pass, no else: the same object
     assert got.body[0] is not tree.body[0]
+
+
+@pytest.mark.parametrize("annotated", [False, True])
+def test_a_parameter_the_function_reassigns_a_literal_is_not_plainly_python(annotated):
+    """``is_causal = False`` in one branch does not make the parameter a Python flag: the caller may pass
+    a tensor (torch.nn.functional's ``is_causal`` when a mask's causality is data). An annotation the
+    classifier trusts still does."""
+    from unbranch.compiler.analysis.classify import STATIC, UNKNOWN
+
+    header = "def f(x, mask=None, is_causal: bool = False):" if annotated else "def f(x, mask=None, is_causal=False):"
+    fn = header + "\n    if mask is not None:\n        is_causal = False\n    return x"
+    assert _kind("is_causal and mask is None", fn=fn) == (STATIC if annotated else UNKNOWN)
+    assert _kind("has_torch_function((x, mask))", fn=fn) == STATIC  # (torch.overrides: a test of types)

@@ -197,3 +197,73 @@ def test_a_named_function_whose_copy_ran_is_reported_as_rewritten_not_as_unnamed
     message = str(caught.value)
     assert "this context rewrote doubled_when_positive, but torch ran its original code" in message
     assert "did not rewrite" not in message
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_naming_a_decorated_forward_rewrites_its_wrapper_too(strict):
+    model = WrappedForward()
+    with unbranch.torch_export_rewrite(rewrite=[(WrappedForward, "forward")]) as report:
+        ep = torch.export.export(model, (torch.randn(3, 4),), dynamic_shapes=D0, strict=strict)
+    assert [rm.source.text.splitlines()[1].strip() for rm in report.rewritten] == [
+        "def wrapper(self, *args, **kwargs):"
+    ]
+    assert count_conds(ep) == 1
+    _both_sides(ep, model, [torch.full((5, 4), 9.0), torch.zeros(6, 4)])
+
+
+class Resampled(torch.nn.Module):
+    def forward(self, x):
+        n = int(x.shape[-1] * 1.5)
+        return torch.nn.functional.interpolate(x, size=n) + float(x.shape[-1]) / 4
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize("dim", [Dim.DYNAMIC, Dim("n", min=2, max=64)], ids=["DYNAMIC", "named"])
+def test_an_int_of_a_size_keeps_the_dimension_dynamic(strict, dim):
+    """``int(x.shape[-1] * 1.5)``: non-strict export fixes the size to the example's (plainly, a program
+    that refuses other widths, or a constraint violation for a named Dim); the rewrite keeps it symbolic."""
+    model = Resampled()
+    ep = unbranch.export(model, (torch.rand(1, 2, 8),), dynamic_shapes=({2: dim},), strict=strict)
+    for width in (8, 10, 31):
+        x = torch.rand(1, 2, width)
+        torch.testing.assert_close(ep.module()(x), model(x))
+
+
+class TakesANumber(torch.nn.Module):
+    def forward(self, x):
+        n = int(x.sum().item())
+        return x[:n].sum()
+
+
+def test_a_named_function_with_nothing_to_convert_is_said_to_be_named():
+    with pytest.raises(unbranch.UnbranchError) as caught:
+        with unbranch.torch_export_rewrite(rewrite=[(TakesANumber, "forward")]):
+            torch.export.export(TakesANumber(), (torch.rand(4),), strict=False)
+    message = str(caught.value)
+    assert "TakesANumber.forward was named" in message and "unbranch.export(...)" in message
+    assert "did not rewrite" not in message
+    ep = unbranch.export(TakesANumber(), (torch.rand(4),), strict=False)  # which it says converts it
+    for x in (torch.tensor([3.0, 0.5, 0.2, 0.1]), torch.tensor([1.0, 0.1, 0.1, 0.1])):
+        torch.testing.assert_close(ep.module()(x), TakesANumber()(x))
+
+
+class GaussianLoss(torch.nn.Module):
+    def forward(self, x, target, var):
+        return torch.nn.functional.gaussian_nll_loss(x, target, var)
+
+
+def test_torch_nn_functional_checks_are_rewritten_and_still_raise():
+    """``gaussian_nll_loss`` refuses negative variances (``elif torch.any(var < 0): raise``): torch's
+    nn.functional is rewritten where torch names it, and the program raises as eager does."""
+    model = GaussianLoss()
+    example = (torch.rand(4, 3), torch.rand(4, 3), torch.rand(4, 3) + 0.1)
+    rows = Dim("rows")
+    ep = unbranch.export(model, example, dynamic_shapes=({0: rows}, {0: rows}, {0: rows}))
+    assert "gaussian_nll_loss" in [rm.qualname for rm in unbranch.report_of(ep)]
+    args = (torch.rand(6, 3), torch.rand(6, 3), torch.rand(6, 3) + 0.5)
+    torch.testing.assert_close(ep.module()(*args), model(*args))
+    negative = (args[0], args[1], args[2] - 1.0)
+    with pytest.raises(ValueError, match="negative"):
+        model(*negative)
+    with pytest.raises(RuntimeError, match="negative"):
+        ep.module()(*negative)

@@ -26,15 +26,33 @@ class SourceInfo:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
-def innermost_function(obj) -> types.FunctionType:
-    """Resolve methods, static/classmethods, properties (their getter) and decorator chains to the
-    function to rewrite."""
+def _descriptor_function(obj):
+    """The callable behind a method, a static/classmethod or a property (its getter)."""
     if isinstance(obj, property) and obj.fget is not None:
         obj = obj.fget
     if isinstance(obj, (staticmethod, classmethod)):
         obj = obj.__func__
     if isinstance(obj, types.MethodType):
         obj = obj.__func__
+    return obj
+
+
+def wrappers(obj) -> list[types.FunctionType]:
+    """The Python functions a decorator chain wraps around ``obj``'s innermost function
+    (``functools.wraps``), outermost first: they run too, with their own code."""
+    obj, found, seen = _descriptor_function(obj), [], set()
+    while hasattr(obj, "__wrapped__") and id(obj) not in seen:
+        seen.add(id(obj))
+        if isinstance(obj, types.FunctionType):
+            found.append(obj)
+        obj = _descriptor_function(obj.__wrapped__)
+    return found
+
+
+def innermost_function(obj) -> types.FunctionType:
+    """Resolve methods, static/classmethods, properties (their getter) and decorator chains to the
+    function to rewrite."""
+    obj = _descriptor_function(obj)
     if not callable(obj):
         raise UnbranchError(f"cannot rewrite {obj!r}: it is not a function", construct=type(obj).__name__)
     try:

@@ -72,8 +72,14 @@ def _chain_text(e: BaseException) -> str:
 
 
 # torch's own packages of user-level Python, rewritten as a user's code is: a distribution
-# validates its arguments (``if not valid.all(): raise ValueError``) by default, outside python -O
-_TORCH_USER_LEVEL = (os.path.join(_TORCH, "distributions") + os.sep,)
+# validates its arguments (``if not valid.all(): raise ValueError``) by default, outside python -O;
+# nn's layers and functions test tensors (is a mask causal, are the variances positive); never the
+# machinery running every module (module.py: calls, hooks, attribute lookup)
+_TORCH_USER_LEVEL = tuple(
+    os.path.join(_TORCH, *part)
+    for part in [("distributions", ""), ("nn", "modules", ""), ("nn", "functional.py"), ("nn", "utils", "rnn.py")]
+)
+_TORCH_MACHINERY = (os.path.join(_TORCH, "nn", "modules", "module.py"),)
 
 
 def is_user_file(path: str) -> bool:
@@ -81,7 +87,7 @@ def is_user_file(path: str) -> bool:
     the standard library."""
     if path.startswith(GENERATED):
         return True  # rewritten code: it stands for the user's own lines
-    if path.startswith(_TORCH_USER_LEVEL):
+    if path.startswith(_TORCH_USER_LEVEL) and not path.startswith(_TORCH_MACHINERY):
         return True
     if path.startswith(("<frozen", "<eval_with_key>", _TORCH, _UNBRANCH)):  # (the second: torch.fx's code)
         return False
@@ -460,14 +466,16 @@ def narrowing(ep) -> list[str]:
     return [str(guard) for guard in getattr(ep, "_guards_code", None) or ()]
 
 
-_BRANCH = re.compile(r"^\s*(?:(?:el)?if|while|assert)\b|\bif\b.*\belse\b")
+# a branch (if, while, a conditional expression), or Python's int/float of a size
+_NARROWS = re.compile(r"^\s*(?:(?:el)?if|while|assert)\b|\bif\b.*\belse\b|\b(?:int|float)\(")
 
 
 def narrowed_by(narrowed: list[str], guards: GuardLog) -> list[Site]:
-    """The branches (``if``, ``while``, conditional expressions) whose shape guards narrowed what
-    ``narrowed`` lists; other code's guards (``x + y`` on two sizes) are the model's own needs."""
+    """The branches (``if``, ``while``, conditional expressions) and the ``int(...)`` of sizes whose
+    guards narrowed what ``narrowed`` lists; other code's guards (``x + y`` on two sizes) are the
+    model's own needs."""
     return [
-        site for site in guards.sites_for(set(_SIZE_SOURCE.findall(" ".join(narrowed)))) if _BRANCH.search(site.text)
+        site for site in guards.sites_for(set(_SIZE_SOURCE.findall(" ".join(narrowed)))) if _NARROWS.search(site.text)
     ]
 
 

@@ -39,6 +39,7 @@ class Report:
 
     rewritten: list = field(default_factory=list)
     skipped: list = field(default_factory=list)  # (qualname, reason) a model needed but could not get
+    unchanged: list = field(default_factory=list)  # RewrittenMethod of each named function with nothing to convert
     attempts: list = field(default_factory=list)  # guided.Attempt of each export torch made (unbranch.export)
     hooks: dict = field(default_factory=dict)  # function -> the libcst hooks it was rewritten with
     fallback: str = ""  # why the export of the rewritten code failed, when the plain program was returned

@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from ..compiler.source import innermost_function
+from ..compiler.source import innermost_function, wrappers
 from ..errors import UnbranchError
 from ..load.rewriting import MODEL_OPTIONS, options_for, rewrite
 from ..load.swap import swapped_in, swapped_out
@@ -53,14 +53,19 @@ def plan(named: list, models: list, strict: bool) -> Report:
     """Rewrite everything first: what the user names must rewrite or fail; what a model
     needs is best effort (a function unbranch cannot rewrite is listed in report.skipped),
     unless ``strict``, where a tensor condition it cannot convert fails the context too."""
-    targets = [(t, {"strict": strict, **h}, True) for t, h in named]
+    targets = []
+    for t, h in named:  # a named function's decorators' wrappers run too: rewritten where they can be
+        targets += [(innermost_function, t, {"strict": strict, **h}, True)]
+        targets += [(_as_is, w, {"strict": strict}, False) for w in wrappers(t)]
     for model in models:
-        targets += [(t, {**MODEL_OPTIONS, "strict": strict, **h}, strict) for t, h in discover(model)]
+        targets += [
+            (innermost_function, t, {**MODEL_OPTIONS, "strict": strict, **h}, strict) for t, h in discover(model)
+        ]
     report = Report()
     seen = set()
-    for target, hooks, required in targets:
+    for resolve, target, hooks, required in targets:
         try:
-            fn = innermost_function(target)
+            fn = resolve(target)
             if fn in seen:
                 continue
             seen.add(fn)
@@ -73,7 +78,13 @@ def plan(named: list, models: list, strict: bool) -> Report:
         if rm.changed:
             report.rewritten.append(rm)
             report.hooks[fn] = {k: hooks[k] for k in HOOKS if k in hooks}
+        elif required:
+            report.unchanged.append(rm)
     return report
+
+
+def _as_is(fn):
+    return fn
 
 
 @contextlib.contextmanager
@@ -262,6 +273,11 @@ def _at_site(site, kind: str, report: Report) -> UnbranchError:
             site.line,
             construct,
         )
+    unchanged = [rm for rm in report.unchanged if rm.source.path == site.path and _spans(rm.source, site.line)]
+    if unchanged:  # named, and nothing in it is control flow this context converts
+        return UnbranchError(
+            f"{stops} in {site.name}() ({site.text}): {_unconverted(unchanged[0])}", site.path, site.line, construct
+        )
     return UnbranchError(
         f"{stops} in {site.name}() ({site.text}), which this context "
         "did not rewrite: export with unbranch.export(...), which rewrites what torch names, or add the "
@@ -270,6 +286,18 @@ def _at_site(site, kind: str, report: Report) -> UnbranchError:
         site.line,
         construct,
     )
+
+
+def _unconverted(rm) -> str:
+    """Why a function named in ``rewrite=[...]`` still stops: what the guided path would add, if anything."""
+    further = rewrite(rm.func, options_for(rm.func, lengths=True)).changed
+    if further:
+        return (
+            f"{rm.qualname} was named, and has no control flow this context converts; the Python numbers it "
+            "takes from data (int(), float(), len()) are converted where torch stops at them: export with "
+            "unbranch.export(...)"
+        )
+    return f"{rm.qualname} was named, but this line needs a Python value computed from data, which no conversion gives"
 
 
 def _spans(source, line: int) -> bool:

@@ -27,7 +27,12 @@ import libcst as cst
 STATIC, SHAPE, TENSOR, UNKNOWN = "static", "shape", "tensor", "unknown"
 _RANK = {STATIC: 0, UNKNOWN: 1, SHAPE: 2, TENSOR: 3}
 
-_STATIC_CALLS = {"isinstance", "issubclass", "hasattr", "callable", "type", "id", "repr", "str"}
+_STATIC_CALLS = {"isinstance", "issubclass", "hasattr", "callable", "type", "id", "repr", "str"} | {
+    # torch.overrides' tests of the arguments' types (torch.nn.functional opens with them)
+    "has_torch_function",
+    "has_torch_function_unary",
+    "has_torch_function_variadic",
+}
 _STATIC_ATTRS = {
     "dtype",
     "device",
@@ -481,6 +486,9 @@ class Classifier:
         assignments reading a name that just took one, while that tells more (``a = x.sum(); b = a * 2``:
         ``b`` is TENSOR once ``a`` is)."""
         bindings = list(_bindings(fn))  # (name, value or None: a value of unknown kind)
+        # a parameter no annotation vouches for may hold anything the caller passes, whatever the
+        # function assigns it later (``is_causal = False`` in one branch): never plainly Python
+        free = self.params - self.static_names - self.tensor_names
         kinds = [UNKNOWN] * len(bindings)
         todo = range(len(bindings))
         reads: dict[int, set] = {}  # (the names a value reads, for those whose kind may still grow)
@@ -491,7 +499,7 @@ class Classifier:
             for (name, _), kind in zip(bindings, kinds):
                 by_name.setdefault(name, []).append(kind)
             known = (set(self.tensor_names), set(self.shape_names), set(self.static_names))
-            self._decide(by_name)
+            self._decide(by_name, free)
             changed = (self.tensor_names ^ known[0]) | (self.shape_names ^ known[1]) | (self.static_names ^ known[2])
             if not changed:
                 break
@@ -508,7 +516,7 @@ class Classifier:
         self.literal_flags = self._literal_flags(fn)
         self.static_names -= self.literal_flags
 
-    def _decide(self, by_name: dict[str, list[str]]) -> None:
+    def _decide(self, by_name: dict[str, list[str]], free: set[str]) -> None:
         for name, ks in by_name.items():
             if name in self.static_names:
                 if any(k != STATIC for k in ks):
@@ -517,7 +525,7 @@ class Classifier:
                 self.tensor_names.add(name)
             elif all(k == SHAPE for k in ks):
                 self.shape_names.add(name)
-            elif all(k == STATIC for k in ks):
+            elif all(k == STATIC for k in ks) and name not in free:
                 self.static_names.add(name)
 
     def _literal_flags(self, fn: ast.FunctionDef) -> set[str]:

@@ -26,7 +26,7 @@ import functools
 
 import libcst as cst
 
-from ..analysis.classify import STATIC, TENSOR, UNKNOWN
+from ..analysis.classify import SHAPE, STATIC, TENSOR, UNKNOWN
 from ..analysis.names import block_writes, param_names
 from ..lower.truth import MODULE_FORMS
 from ..passes import Kind, Pass, Rewrite, Unchanged
@@ -48,7 +48,17 @@ def _converts(node, classifier) -> bool:
         return _extreme(node.args, node.keywords) and any(classifier.kind(a) == TENSOR for a in node.args)
     if not (node.func.id in _FORMS and len(node.args) == 1):
         return False
-    return node.func.id == "len" or _maybe_data(classifier.kind(node.args[0]), isinstance(node.args[0], ast.Call))
+    kind = classifier.kind(node.args[0])
+    return (
+        node.func.id == "len" or _maybe_data(kind, isinstance(node.args[0], ast.Call)) or _of_sizes(node.func.id, kind)
+    )
+
+
+def _of_sizes(form: str, kind: str) -> bool:
+    """``int(x.shape[-1] * 1.5)``: under non-strict export Python's ``int`` of a symbolic float fixes
+    the dimension to the example's size (a guard ``math.trunc(1.5*s) == 12``); the runtime's form
+    keeps it symbolic (``torch.sym_int``), as strict export does."""
+    return form in ("int", "float") and kind == SHAPE
 
 
 def _maybe_data(kind: str, call: bool) -> bool:
@@ -109,11 +119,21 @@ class Conversions(Pass):
                 return x if same else x + y
             """,
         ),
-        Unchanged(  # plainly Python: a literal's length, a size's int
+        Unchanged(  # plainly Python: a literal's length, an int of Python numbers
             """
             def forward(self, rois):
-                return rois[: len((1, 2)) + int(rois.shape[0] / 2)]
+                return rois[: len((1, 2)) + int(self.ratio / 2)]
             """
+        ),
+        Rewrite(  # a size's int: Python's would fix a dynamic dimension to the example's
+            """
+            def forward(self, x):
+                return F.interpolate(x, size=int(x.shape[-1] * 1.5))
+            """,
+            """
+            def forward(self, x):
+                return F.interpolate(x, size=_ub.int_(x.shape[-1] * 1.5))
+            """,
         ),
     ]
 
@@ -135,8 +155,10 @@ class Conversions(Pass):
         if args[0].keyword is not None or args[0].star:
             return updated
         kind = self.ctx.classifier.kind(original.args[0].value)
+        sizes = self.ctx.shape_conditions and _of_sizes(func.value, kind)
         if kind == STATIC or (func.value != "len" and not _maybe_data(kind, isinstance(args[0].value, cst.Call))):
-            return updated
+            if not sizes:
+                return updated
         value = args[0].value
         inner = value.func if isinstance(value, cst.Call) and not value.args else None
         if func.value != "len" and isinstance(inner, cst.Attribute) and inner.attr.value == "item":
