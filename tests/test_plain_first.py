@@ -105,3 +105,29 @@ def test_static_dimensions_are_no_narrowing():
     plain = torch.export.export(model, (torch.randn(2, 10),))
     ep = unbranch.export(model, (torch.randn(2, 10),))
     assert str(ep.graph) == str(plain.graph) and len(unbranch.report_of(ep).attempts) == 1
+
+
+class PaddedPair(torch.nn.Module):
+    def forward(self, a, b):
+        if a.shape[-1] < 16:
+            a = F.pad(a, (0, 16 - a.shape[-1]))
+            b = F.pad(b, (0, 16 - b.shape[-1]))
+        return a * b
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_a_dim_the_user_shares_between_inputs_is_no_narrowing(strict, recwarn):
+    """One named Dim for two inputs makes torch state ``L['a'].size()[1] == L['b'].size()[1]``: what the
+    user asked, not a narrowing to warn of, in the program returned and in the context."""
+    width = Dim("width", min=2, max=64)
+    spec = ({1: width}, {1: width})
+    model, example = PaddedPair(), (torch.randn(2, 10), torch.randn(2, 10))
+    ep = unbranch.export(model, example, dynamic_shapes=spec, strict=strict)
+    with unbranch.torch_export_rewrite(model=model):
+        in_context = torch.export.export(model, example, dynamic_shapes=spec, strict=strict)
+    assert not [w for w in recwarn if "accepts less" in str(w.message)]
+    assert not unbranch.report_of(ep).attempts[-1].narrowed
+    for program in (ep, in_context):
+        for n in (3, 16, 40):  # each side of the if
+            a, b = torch.randn(2, n), torch.randn(2, n)
+            assert_same(program.module()(a, b), model(a, b))

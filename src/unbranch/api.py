@@ -21,6 +21,7 @@ from .exporting.arguments import (
     check_type,
     targets,
 )
+from .exporting.failures import asked_equal
 from .exporting.guided import Guide
 from .exporting.report import Report, remember, say
 from .exporting.session import one_export, session
@@ -62,7 +63,7 @@ def export(
     """
     check_type("export", "one_sided", one_sided, bool)
     check_checks("export", checks)
-    guide = Guide(model=mod, one_sided=one_sided)
+    guide = Guide(model=mod, one_sided=one_sided, asked=asked_equal(mod, args, kwargs, dynamic_shapes))
     try:
         with one_export(checks):  # (one at a time in the process, torch's defaults kept: see exporting.session)
             ep = guide.run(

@@ -458,12 +458,37 @@ def untraced_side(e: BaseException) -> tuple[str, int, str, str] | None:
     return place[0], place[1], _BRANCH_FUNCTION.search(frames[branch][2]).group(1), why
 
 
-def narrowing(ep) -> list[str]:
+def narrowing(ep, asked: frozenset = frozenset()) -> list[str]:
     """What an exported program accepts less of than the dynamic dimensions it was asked for: the
     guards on sizes it checks when run (``L['x'].size()[1] < 16``), which torch leaves where a
     branch on a size that ``Dim.DYNAMIC``/``Dim.AUTO`` left free was taken one way (a named ``Dim``
-    fails the export instead, and its own bounds are no guard)."""
-    return [str(guard) for guard in getattr(ep, "_guards_code", None) or ()]
+    fails the export instead, and its own bounds are no guard). ``asked``: the equalities the
+    user's own ``dynamic_shapes`` state (one Dim for two dimensions), which narrow nothing."""
+    return [str(guard) for guard in getattr(ep, "_guards_code", None) or () if str(guard) not in asked]
+
+
+def asked_equal(mod, args, kwargs, dynamic_shapes) -> frozenset[str]:
+    """The guards torch states for one named ``Dim`` given to several dimensions of the arguments
+    (``L['a'].size()[0] == L['b'].size()[0]``), both ways round."""
+    if not dynamic_shapes or not hasattr(mod, "forward"):
+        return frozenset()
+    try:
+        bound = inspect.signature(mod.forward).bind(*args, **(kwargs or {})).arguments
+    except (TypeError, ValueError):
+        return frozenset()
+    leaves = [id(leaf) for leaf in torch.utils._pytree.tree_leaves((args, kwargs or {}))]
+    specs = dynamic_shapes.items() if isinstance(dynamic_shapes, dict) else zip(bound, dynamic_shapes)
+    sharing: dict[str, list[str]] = {}
+    for name, spec in specs:
+        dims = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (list, tuple)) else ()
+        # (non-strict export names an argument; strict export its place among the flattened inputs)
+        sources = [f"L['{name}']"] + [f"L['flat_args'][{leaves.index(id(bound[name]))}]"] * (
+            id(bound.get(name)) in leaves
+        )
+        for i, dim in dims:
+            if isinstance(dim, torch.export.Dim):  # a named Dim (not a hint, not a number)
+                sharing.setdefault(dim.__name__, []).extend(f"{source}.size()[{i}]" for source in sources)
+    return frozenset(f"{a} == {b}" for group in sharing.values() for a in group for b in group if a != b)
 
 
 # a branch (if, while, a conditional expression), or Python's int/float of a size

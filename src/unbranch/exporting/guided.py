@@ -68,6 +68,7 @@ class Guide:
     attempts: list = field(default_factory=list)
     rewritten: dict = field(default_factory=dict)  # the function swapped (or nested code) -> RewrittenMethod
     model: object = None  # the catalogue's semantic rewrites for its classes join the first retry
+    asked: frozenset = frozenset()  # equalities of sizes dynamic_shapes itself states (failures.asked_equal)
     level: dict = field(default_factory=dict)  # key -> the last of _LEVELS it was rewritten with
     hooks: dict = field(default_factory=dict)  # function -> the catalogue's hooks for it (kept in any rewrite)
     # key -> lines of its ifs after which the rest moves into both branches (torch named each for a value
@@ -148,7 +149,7 @@ class Guide:
             attempt.log = log.getvalue()
             hidden = swallowed.sites() if error is None else []
             if error is None and not hidden:
-                attempt.narrowed = narrowing(ep)
+                attempt.narrowed = narrowing(ep, self.asked)
                 if self.fallback is not None and len(attempt.narrowed) >= len(self.fallback[1].narrowed):
                     return self._returned(self.fallback)  # covers no more than a program before it
                 if attempt.narrowed:

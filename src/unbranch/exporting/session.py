@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import threading
 import traceback
@@ -21,7 +22,7 @@ from ..runtime import loops as _loops
 from ..runtime.control_flow import rejection, torch_limit
 from .arguments import HOOKS
 from .discovery import discover
-from .failures import GENERATED, Swallowed, in_a_branch, kind_of, place, runtime_failure, sites
+from .failures import GENERATED, Swallowed, asked_equal, in_a_branch, kind_of, place, runtime_failure, sites
 from .guided import Guide, caught, first_line, why_left
 from .quiet import quiet
 from .report import Report, dump, say
@@ -111,7 +112,7 @@ def watched_exports(report: Report, guided: bool, one_sided: bool = False):
     def export(*args, **kwargs):
         try:
             if guided:
-                return _guided(report, lambda: original(*args, **kwargs), one_sided)
+                return _guided(report, lambda: original(*args, **kwargs), one_sided, _asked(original, args, kwargs))
             return _not_swallowed(report, lambda: original(*args, **kwargs))
         except Exception as e:
             if not report.rewritten:
@@ -150,7 +151,16 @@ def _not_swallowed(report: Report, call):
     return ep
 
 
-def _guided(report: Report, call, one_sided: bool = False):
+def _asked(export, args, kwargs) -> frozenset[str]:
+    """The equalities of sizes an export call's ``dynamic_shapes`` states (failures.asked_equal)."""
+    try:
+        call = inspect.signature(export).bind(*args, **kwargs).arguments
+    except TypeError:
+        return frozenset()
+    return asked_equal(call.get("mod"), call.get("args", ()), call.get("kwargs"), call.get("dynamic_shapes"))
+
+
+def _guided(report: Report, call, one_sided: bool = False, asked: frozenset = frozenset()):
     """``call()`` (one export) guided by torch's failures, starting from the context's own rewrites."""
     # the context's own rewrites are where the guide starts: torch stopping in one of them
     # rewrites it again (size tests, annotations), with its hooks
@@ -161,6 +171,7 @@ def _guided(report: Report, call, one_sided: bool = False):
         level=dict.fromkeys(own, 0),
         hooks=report.hooks,
         one_sided=one_sided,
+        asked=asked,
     )
     try:
         return guide.run(call)
