@@ -52,11 +52,11 @@ def _export(model, example, dynamic, strict):
 
 
 def _named(model) -> list:
-    """Every function the model's file defines: its classes' attributes (methods, properties) and its functions."""
+    """Every function the model's file defines: its modules' attributes (methods, properties) and its functions."""
     module = sys.modules[type(model).__module__]
     targets = []
     for value in vars(module).values():
-        if inspect.isclass(value) and value.__module__ == module.__name__:
+        if inspect.isclass(value) and issubclass(value, torch.nn.Module) and value.__module__ == module.__name__:
             targets += [
                 (value, k)
                 for k, v in vars(value).items()

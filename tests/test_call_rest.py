@@ -10,7 +10,7 @@ from torch.export import Dim
 
 import unbranch
 from unbranch import UnbranchError
-from unbranch.runtime import continuation
+from unbranch.runtime import settings
 
 MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 D0 = ({0: Dim.DYNAMIC},)
@@ -29,7 +29,7 @@ def test_context_exports_and_eager_runs_stay_exact(make, strict):
     for x, want, eager in zip(INPUTS, expected, inside):
         torch.testing.assert_close(eager, want, rtol=0, atol=0)
         torch.testing.assert_close(ep.module()(x), want)
-    assert not continuation._VARIANTS  # nothing of the export's variants is left
+    assert not settings.current().variants  # nothing of the export's variants is left
     assert [model(x) for x in INPUTS][0].equal(expected[0])
 
 

@@ -199,7 +199,7 @@ def test_a_failed_check_raises_a_catchable_error_and_the_next_call_works(strict,
     with pytest.raises(RuntimeError, match="too large"):
         program(torch.full((5, 4), 500.0))
     torch.testing.assert_close(program(torch.ones(6, 4)), torch.full((6, 4), 2.0))
-    assert unbranch.runtime.checks.CHECKS == "auto"  # (the mode is the export's, not left behind)
+    assert unbranch.runtime.settings.current().checks == "auto"  # (the mode is the export's, not left behind)
 
 
 def test_an_unknown_checks_mode_is_refused_naming_the_modes():

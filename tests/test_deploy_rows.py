@@ -137,12 +137,12 @@ def test_a_step_vmap_cannot_batch_is_a_scan_and_leaves_nothing_of_the_try(strict
 
 def test_batch_loops_false_keeps_the_scan_and_is_undone_on_exit():
     """For a loop whose batched steps would not fit in memory at once: one step at a time."""
-    from unbranch.runtime import loops
+    from unbranch.runtime import settings
 
     model = IntoInput()
     dims = ({0: Dim.DYNAMIC},) * 2
     ep = export_rewritten(model, (torch.randn(5, 3), torch.zeros(5, 3)), False, dynamic_shapes=dims, batch_loops=False)
-    assert carried(ep) == [()] and count_vmaps(ep) == 0 and loops.BATCH is True
+    assert carried(ep) == [()] and count_vmaps(ep) == 0 and settings.current().batch is True
     for n in (1, 6):
         x = torch.randn(n, 3)
         mine, theirs = torch.zeros(n, 3), torch.zeros(n, 3)

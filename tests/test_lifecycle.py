@@ -127,7 +127,7 @@ def test_lower_under_compile_is_opt_in():
         compiled = torch.compile(model, backend="eager", fullgraph=True)  # cond + scan: one graph
         for x in sample_user.inputs(4):
             assert_same(compiled(x), model(x))
-    assert not unbranch.runtime._tracing.LOWER_UNDER_COMPILE
+    assert not unbranch.runtime.settings.current().lower_under_compile
 
 
 def _state(module):

@@ -123,3 +123,30 @@ def test_another_threads_print_during_an_export_reaches_stdout(capfd):
     assert "from another thread" in capfd.readouterr().out
     torch.testing.assert_close(ep.module()(-torch.ones(5, 3)), -torch.ones(5, 3))
     torch.testing.assert_close(ep.module()(torch.ones(6, 3)), 2 * torch.ones(6, 3))
+
+
+def test_the_runtime_settings_are_the_exporting_threads_alone():
+    """An export's settings (checks=, loops) hold in its thread only, and are as they were after it."""
+    from unbranch.runtime import settings
+
+    seen = {}
+    inside, outside = threading.Event(), threading.Event()
+
+    def other():
+        inside.wait(30)
+        seen["other"] = settings.current()
+        outside.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with unbranch.torch_export_rewrite(model=Scale(), checks="sync", target="executorch", max_loop_iterations=3):
+        seen["exporting"] = settings.current()
+        inside.set()
+        outside.wait(30)
+    thread.join()
+    assert (seen["exporting"].checks, seen["exporting"].target, seen["exporting"].max_iterations) == (
+        "sync",
+        "executorch",
+        3,
+    )
+    assert seen["other"] == settings.Settings() and settings.current() == settings.Settings()

@@ -74,12 +74,13 @@ def _chain_text(e: BaseException) -> str:
 # torch's own packages of user-level Python, rewritten as a user's code is: a distribution
 # validates its arguments (``if not valid.all(): raise ValueError``) by default, outside python -O;
 # nn's layers and functions test tensors (is a mask causal, are the variances positive); never the
-# machinery running every module (module.py: calls, hooks, attribute lookup)
+# machinery running and holding modules (module.py: calls, hooks, attributes; container.py: indexing
+# a ModuleList, where a data index is the caller's to convert)
 _TORCH_USER_LEVEL = tuple(
     os.path.join(_TORCH, *part)
     for part in [("distributions", ""), ("nn", "modules", ""), ("nn", "functional.py"), ("nn", "utils", "rnn.py")]
 )
-_TORCH_MACHINERY = (os.path.join(_TORCH, "nn", "modules", "module.py"),)
+_TORCH_MACHINERY = tuple(os.path.join(_TORCH, "nn", "modules", name) for name in ("module.py", "container.py"))
 
 
 def is_user_file(path: str) -> bool:

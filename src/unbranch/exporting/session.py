@@ -16,9 +16,7 @@ from ..compiler.source import innermost_function, wrappers
 from ..errors import UnbranchError
 from ..load.rewriting import MODEL_OPTIONS, options_for, rewrite
 from ..load.swap import swapped_in, swapped_out
-from ..runtime import _tracing
-from ..runtime import checks as _checks
-from ..runtime import loops as _loops
+from ..runtime import settings
 from ..runtime.control_flow import rejection, torch_limit
 from .arguments import HOOKS
 from .discovery import discover
@@ -35,18 +33,17 @@ EXPORTS = threading.RLock()
 
 
 @contextlib.contextmanager
-def one_export(checks: str = "auto"):
-    """Hold ``EXPORTS`` with the runtime's ``checks`` mode (runtime.checks.CHECKS), and leave torch's
+def one_export(checks: str = "auto", branches: str = "auto"):
+    """Hold ``EXPORTS`` with the runtime's ``checks`` and ``branches`` modes (runtime.settings), and leave torch's
     process-wide defaults as they were: the first cond traced starts dynamo, whose one-time patching
     turns off argument validation of every distribution (``Distribution.set_default_validate_args(False)``),
     which a plain export never does."""
     with EXPORTS:
-        validating, mode = torch.distributions.Distribution._validate_args, _checks.CHECKS
-        _checks.CHECKS = checks
+        validating = torch.distributions.Distribution._validate_args
         try:
-            yield
+            with settings.applied(checks=checks, branches=branches):
+                yield
         finally:
-            _checks.CHECKS = mode
             torch.distributions.Distribution.set_default_validate_args(validating)
 
 
@@ -188,14 +185,23 @@ def _guided(report: Report, call, one_sided: bool = False, asked: frozenset = fr
 
 @contextlib.contextmanager
 def session(
-    named, models, dump_rewriting, verbose, strict, lower_under_compile, loops=None, one_sided=False, checks="auto"
+    named,
+    models,
+    dump_rewriting,
+    verbose,
+    strict,
+    lower_under_compile,
+    loops=None,
+    one_sided=False,
+    checks="auto",
+    branches="auto",
 ):
     """The context manager torch_export_rewrite returns; yields the Report. ``loops``: the
     deployment target and loop bound the runtime lowers loops for, and whether it may batch
-    a loop whose steps carry nothing (``runtime.loops.TARGET``, ``BATCH``); ``one_sided``: in
-    model mode, an if on values whose one side torch cannot trace may keep the other (Guide); ``checks``:
-    how a failed check on data fails (runtime.checks.CHECKS)."""
-    with one_export(checks):
+    a loop whose steps carry nothing (``runtime.settings``); ``one_sided``: in model mode, an
+    if on values whose one side torch cannot trace may keep the other (Guide); ``checks``: how a
+    failed check on data fails; ``branches``: how an if with cheap sides lowers."""
+    with one_export(checks, branches):
         yield from _session(named, models, dump_rewriting, verbose, strict, lower_under_compile, loops, one_sided)
 
 
@@ -205,15 +211,13 @@ def _session(named, models, dump_rewriting, verbose, strict, lower_under_compile
         say(verbose, rm)
         if dump_rewriting:
             dump(dump_rewriting, rm)
-    compiling = _tracing.LOWER_UNDER_COMPILE
-    saved = _loops.TARGET, _loops.MAX_ITERATIONS, _loops.BATCH
-    try:
-        _tracing.LOWER_UNDER_COMPILE = compiling or lower_under_compile
-        if loops and loops.get("target") is not None:
-            _loops.TARGET, _loops.MAX_ITERATIONS = loops["target"], loops.get("max_loop_iterations")
-        if loops and not loops.get("batch", True):
-            _loops.BATCH = False
-        with swapped_in(report.rewritten), watched_exports(report, guided=bool(models), one_sided=one_sided):
+    changes = {"lower_under_compile": settings.current().lower_under_compile or lower_under_compile}
+    if loops and loops.get("target") is not None:
+        changes.update(target=loops["target"], max_iterations=loops.get("max_loop_iterations"))
+    if loops and not loops.get("batch", True):
+        changes["batch"] = False
+    with settings.applied(**changes), swapped_in(report.rewritten):
+        with watched_exports(report, guided=bool(models), one_sided=one_sided):
             try:
                 yield report
             except Exception as e:
@@ -221,9 +225,6 @@ def _session(named, models, dump_rewriting, verbose, strict, lower_under_compile
                 if better is e:
                     raise
                 raise better from e
-    finally:
-        _tracing.LOWER_UNDER_COMPILE = compiling
-        _loops.TARGET, _loops.MAX_ITERATIONS, _loops.BATCH = saved
 
 
 _FAILED = "the export of rewritten code failed: "

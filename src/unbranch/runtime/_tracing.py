@@ -9,9 +9,7 @@ import re
 import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
 
-# torch_export_rewrite(lower_under_compile=True) sets this while open: cond/scan/while_loop
-# under torch.compile too (by default compiled code takes the plain Python branches)
-LOWER_UNDER_COMPILE = False
+from .settings import current
 
 
 def tracing() -> bool:
@@ -21,7 +19,7 @@ def tracing() -> bool:
     inside the branches of a cond they trace; it is False under torch.compile (eager and
     inductor backends), whose graphs must stay what the original code gives.
     """
-    return torch.compiler.is_exporting() or (LOWER_UNDER_COMPILE and torch.compiler.is_compiling())
+    return torch.compiler.is_exporting() or (current().lower_under_compile and torch.compiler.is_compiling())
 
 
 # what a user's code logs with (``log.warning(...)``), as dynamo's ignore set names them

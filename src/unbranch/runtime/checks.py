@@ -15,24 +15,26 @@ import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, guard_or_false
 
 from ._tracing import fail, is_symbolic, origin_of_caller, tracing
+from .settings import current
 
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = ["raise_if", "tracing", "unconverted"]  # (tracing: a report in a branch runs when it is False)
 
 
-# how a failed check on data fails under export (``checks=`` of unbranch.export and the context):
+# how a failed check on data fails under export (``checks=`` of unbranch.export and the context,
+# settings.checks):
 # "async" asserts the condition where it is (torch._assert_async): no wait for the device, but on
 # CUDA a failure is a device-side assert that leaves the process's CUDA context unusable; "sync"
 # copies the 0-d condition to the CPU first and asserts it there: the call waits for the device,
 # and a failure is a RuntimeError with the message, which the caller catches and after which the
 # next call works; "auto": sync for a condition on an accelerator, async on the CPU (the same there)
-CHECKS = "auto"
 CHECK_MODES = ("auto", "async", "sync")
 
 
 def check(ok: torch.Tensor, message: str) -> None:
-    """Assert the 0-d bool tensor ``ok`` in the exported program, as ``CHECKS`` says."""
-    if CHECKS == "sync" or (CHECKS == "auto" and ok.device.type != "cpu"):
+    """Assert the 0-d bool tensor ``ok`` in the exported program, as the settings' ``checks`` say."""
+    mode = current().checks
+    if mode == "sync" or (mode == "auto" and ok.device.type != "cpu"):
         ok = ok.to("cpu")  # (torch._check of its value would be dropped under strict export: TORCH_FACTS §9)
     torch._assert_async(ok, message)
 

@@ -9,12 +9,10 @@ import types
 from torch.utils import _pytree as pytree
 
 from ._tracing import fresh_outputs, tracing
+from .settings import applied, current
 
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = ["continued"]
-
-# function -> its variant taking the caller's rest (``_ub_rest``); set while a guided export runs
-_VARIANTS: dict = {}
 
 
 def continued(rest, rest_args: tuple, fn, *args, **kwargs):
@@ -23,7 +21,7 @@ def continued(rest, rest_args: tuple, fn, *args, **kwargs):
     its ``cond`` ends in the caller's result instead of a value no cond can give."""
     if tracing():
         owner, func = (fn.__self__, fn.__func__) if isinstance(fn, types.MethodType) else (None, fn)
-        variant = _VARIANTS.get(func)
+        variant = current().variants.get(func)
         if variant is not None:
             handed = pytree.tree_leaves((rest_args, args, kwargs))
 
@@ -39,10 +37,5 @@ def continued(rest, rest_args: tuple, fn, *args, **kwargs):
 @contextlib.contextmanager
 def variants(found: dict):
     """While open, ``continued`` finds each function's variant in ``found`` (function -> variant)."""
-    before = dict(_VARIANTS)
-    _VARIANTS.update(found)
-    try:
+    with applied(variants={**current().variants, **found}):
         yield
-    finally:
-        _VARIANTS.clear()
-        _VARIANTS.update(before)

@@ -38,6 +38,7 @@ from torch.utils import _pytree as pytree
 from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller, tracing
 from .checks import check
 from .jumps import accelerator, tensorised
+from .settings import current
 
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = [
@@ -54,11 +55,8 @@ __all__ = [
     "write_row",
 ]
 
-# torch_export_rewrite(target=..., max_loop_iterations=..., batch_loops=...) sets these while open
-TARGET: str | None = None  # "executorch": lower loops to what ExecuTorch runs, or refuse at export
-MAX_ITERATIONS: int | None = None  # the user's bound on the trip count of loops no scan can count
-BATCH = True  # False: a loop whose steps carry nothing stays a scan (see _vectorised)
-
+# (torch_export_rewrite(target=..., max_loop_iterations=..., batch_loops=...): settings.target,
+# max_iterations, batch)
 TARGETS = ("executorch",)
 
 
@@ -87,7 +85,7 @@ def _for_executorch(carry, where, construct: str = "for") -> None:
     shape builds, then fails when run on another size than the example's
     (``op_copy.cpp: tensor_is_broadcastable_to``); carries of fixed shape run right.
     """
-    if TARGET == "executorch" and _dynamic(carry):
+    if current().target == "executorch" and _dynamic(carry):
         fail(
             f"{where() if callable(where) else where}: this loop carries a value whose shape is dynamic; ExecuTorch "
             "1.4 runs such a scan wrongly on other sizes (copy_ fails in op_copy.cpp). Carry values of fixed "
@@ -98,15 +96,16 @@ def _for_executorch(carry, where, construct: str = "for") -> None:
 
 def _while(test, step, state, where) -> tuple:
     """``while_loop(test, step, state)``; under ``target="executorch"``, which has no while_loop, a
-    scan of ``MAX_ITERATIONS`` steps whose step runs the body only while ``test`` holds (a ``cond``),
+    scan of ``max_loop_iterations`` steps whose step runs the body only while ``test`` holds (a ``cond``),
     or an UnbranchError at export when no bound was given."""
-    if TARGET != "executorch":
+    bound = current().max_iterations
+    if current().target != "executorch":
         from torch._higher_order_ops.while_loop import while_loop
 
         with logging_dropped():
             return tuple(while_loop(test, step, state))
     place = where()
-    if MAX_ITERATIONS is None:
+    if bound is None:
         fail(
             f"{place}: ExecuTorch has no while_loop ('Unsupported control flow operator: while_loop'), and this "
             "loop's trip count is no size a scan can take: give torch_export_rewrite(..., "
@@ -125,9 +124,9 @@ def _while(test, step, state, where) -> tuple:
         )
         return tuple(new), ()
 
-    final, _ = _scan(scan_step, state, torch.arange(MAX_ITERATIONS, device=device), device, False)
+    final, _ = _scan(scan_step, state, torch.arange(bound, device=device), device, False)
     # ExecuTorch removes runtime checks (RemoveGraphAssertsPass): the other backends make this one
-    message = f"{place}: this loop needs more than max_loop_iterations={MAX_ITERATIONS} steps"
+    message = f"{place}: this loop needs more than max_loop_iterations={bound} steps"
     check(torch.logical_not(_bool_tensor(test(*final))), message)
     return final
 
@@ -231,7 +230,7 @@ def _vectorised(step, xs) -> tuple | None:
     dynamo (strict export: a module's parameter read inside vmap fails, torch 2.13), and with
     ``batch_loops=False`` (all steps at once take all their memory at once); a scan then runs it.
     """
-    if not BATCH or torch.compiler.is_dynamo_compiling():
+    if not current().batch or torch.compiler.is_dynamo_compiling():
         return None
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
