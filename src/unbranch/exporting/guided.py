@@ -19,6 +19,8 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
+import torch
+
 from ..compiler.normalise.call_rest import RETURNS_CALL
 from ..compiler.source import get_source, innermost_function
 from ..errors import UnbranchError
@@ -59,6 +61,10 @@ class Attempt:
     narrowed: list = field(default_factory=list)  # what its program accepts less of than asked (failures.narrowing)
     returned: bool = False  # its program is the one returned
     methods: list = field(default_factory=list)  # the rewritten functions it ran with
+    # qualnames rewritten after it though torch named none of them: the classifier finds a branch on data
+    # in each, reached from the model's forwards (discovery), which torch would name one retry at a time
+    speculative: list = field(default_factory=list)
+    dropped: list = field(default_factory=list)  # speculative rewrites dropped after it failed (the precise path)
 
 
 @dataclass
@@ -84,6 +90,7 @@ class Guide:
     # (program, attempt, its captured output): the program with the fewest narrowings so far, of an
     # export that worked but accepts less than its dynamic dimensions asked; returned if no retry does better
     fallback: tuple | None = None
+    speculative: set = field(default_factory=set)  # keys rewritten speculatively that torch has named nothing in
 
     @property
     def methods(self) -> list[RewrittenMethod]:
@@ -112,6 +119,8 @@ class Guide:
     def _returned(self, found):
         ep, attempt, log = found
         attempt.returned = True
+        unreached = self._unreached(ep)
+        attempt.methods = [rm for rm in attempt.methods if rm.code_object.co_filename not in unreached]
         if attempt is self.attempts[0]:
             log.replay()  # the export as the user ran it: what torch printed is theirs to see
         for rm in attempt.methods:
@@ -166,40 +175,53 @@ class Guide:
                 if not self._follow_sites(attempt):
                     raise self._stuck(attempt, n - 1)
                 continue
-            attempt.error = first_line(error)
-            ours = error if isinstance(error, UnbranchError) else runtime_failure(error)
-            refused = ours or _refused_cond(error)  # (strict export: dynamo refuses the cond itself)
-            if refused is not None and refused.line is None and error.__cause__ is not None:
-                # refused inside a cond's branch, which dynamo traced: its user stack places it
-                refused = runtime_failure(error.__cause__) or refused
-            if refused is not None:
-                attempt.error = first_line(refused)  # (strict: dynamo's graph break carries it)
-            if refused is not None and self._continue_after(refused, attempt, error):
-                continue  # an if leaving a Python value: the rest of its function moves into its branches
-            if isinstance(error, UnbranchError):
-                # a cond's branch calls code that branches on data (non-strict export traces a cond
-                # nested in a branch with dynamo, which names that code): rewrite it too
-                cause = error.__cause__
-                if cause is None or kind_of(cause) != "data" or not self._follow(cause, guards, attempt):
-                    if self._one_sided(error, attempt):
-                        continue
-                    raise self._stuck(attempt, n - 1) from error if attempt.why else error
-                continue
-            if ours is not None:
-                if self._one_sided(error, attempt):
-                    continue
-                raise (self._stuck(attempt, n - 1) if attempt.why else ours) from error
-            if kind_of(error) is None:
-                if n == 1:
-                    raise error
-                if self._one_sided(error, attempt):
-                    continue
-                raise self._failed_after(error) from error
-            if n == 1:
-                attempt.rewritten += self._rewrite_upfront()
-            if not self._follow(error, guards, attempt) and not self._one_sided(error, attempt):
-                raise self._stuck(attempt, n - 1) from error
+            try:
+                self._after_failure(error, guards, attempt, n)
+            except Exception:
+                if not self.speculative:
+                    raise
+                self._drop(attempt)
         raise self._stuck(attempt, n) from error
+
+    def _after_failure(self, error: BaseException, guards: GuardLog, attempt: Attempt, n: int) -> None:
+        """Rewrite what export ``n``'s ``error`` names, for the next; raise where nothing can be."""
+        attempt.error = first_line(error)
+        ours = error if isinstance(error, UnbranchError) else runtime_failure(error)
+        refused = ours or _refused_cond(error)  # (strict export: dynamo refuses the cond itself)
+        if refused is not None and refused.line is None and error.__cause__ is not None:
+            # refused inside a cond's branch, which dynamo traced: its user stack places it
+            refused = runtime_failure(error.__cause__) or refused
+        if refused is not None:
+            attempt.error = first_line(refused)  # (strict: dynamo's graph break carries it)
+        if refused is not None and self._speculative_at(refused.path, refused.line):
+            return self._drop(attempt)  # (torch named no branch in that function: no precise path meets it)
+        if refused is not None and self._continue_after(refused, attempt, error):
+            return  # an if leaving a Python value: the rest of its function moves into its branches
+        if isinstance(error, UnbranchError):
+            # a cond's branch calls code that branches on data (non-strict export traces a cond
+            # nested in a branch with dynamo, which names that code): rewrite it too
+            cause = error.__cause__
+            if cause is None or kind_of(cause) != "data" or not self._follow(cause, guards, attempt):
+                if self._one_sided(error, attempt):
+                    return
+                raise self._stuck(attempt, n - 1) from error if attempt.why else error
+            return
+        if ours is not None:
+            if self._one_sided(error, attempt):
+                return
+            raise (self._stuck(attempt, n - 1) if attempt.why else ours) from error
+        if kind_of(error) is None:
+            if n == 1:
+                raise error
+            if self._one_sided(error, attempt):
+                return
+            raise self._failed_after(error) from error
+        if n == 1:
+            attempt.rewritten += self._rewrite_upfront()
+        if not self._follow(error, guards, attempt) and not self._one_sided(error, attempt):
+            raise self._stuck(attempt, n - 1) from error
+        if n == 1:
+            self._speculate(attempt)
 
     def _follow(self, error: BaseException, guards: GuardLog, attempt: Attempt) -> bool:
         """Rewrite the functions holding the places ``error`` names; did this attempt rewrite anything?"""
@@ -236,6 +258,52 @@ class Guide:
                 self.level[fn] = 0
                 added.append(rm.qualname)
         return added
+
+    def _speculate(self, attempt: Attempt) -> None:
+        """Rewrite, at level 0, each function the model's forwards reach in which the classifier finds a
+        branch on data (model discovery), besides what torch named: torch would name them one export at a
+        time. The runtime keeps each as written where its conditions are Python values under export."""
+        from .discovery import discover
+
+        if not isinstance(self.model, torch.nn.Module):
+            return
+        for target, _ in discover(self.model):
+            try:
+                fn = innermost_function(target)
+                rm = None if fn in self.rewritten else self._rewritten(fn, fn, 0)
+            except UnbranchError:
+                continue  # (no source, or nothing it can be made of: torch names it if it matters)
+            if rm is not None:
+                self.speculative.add(fn)
+                attempt.speculative.append(rm.qualname)
+
+    def _speculative_at(self, path: str | None, line: int | None) -> bool:
+        """Is ``path``:``line`` in a function rewritten speculatively?"""
+        return line is not None and any(
+            rm.source.path == path and rm.source.line <= line < rm.source.line + rm.source.text.count("\n")
+            for rm in (self.rewritten[key] for key in self.speculative)
+        )
+
+    def _drop(self, attempt: Attempt) -> None:
+        """The export failed with speculative rewrites in, where the precise path may not (a cond refused
+        in a function torch never named, any error it cannot follow): drop them, keeping what torch named,
+        and go on one named place at a time."""
+        for key in self.speculative:
+            attempt.dropped.append(self.rewritten.pop(key).qualname)
+            for known in (self.level, self.continue_at, self.continue_calls, self.one_side):
+                known.pop(key, None)
+        self.speculative.clear()
+
+    def _unreached(self, ep) -> set:
+        """The speculative rewrites no node of program ``ep`` came from: the program holds nothing of them."""
+        traces = "\n".join(
+            node.meta.get("stack_trace") or ""
+            for gm in ep.graph_module.modules()
+            if isinstance(gm, torch.fx.GraphModule)
+            for node in gm.graph.nodes
+        )
+        files = (self.rewritten[key].code_object.co_filename for key in self.speculative)
+        return {f for f in files if f'"{f}"' not in traces}
 
     def _rewrite(self, site: Site, attempt: Attempt) -> str:
         """Rewrite the function ``site`` is in; "" on progress, else why nothing could be done."""
@@ -275,6 +343,7 @@ class Guide:
             return e.reason
         if rm is None:
             return _nothing_to_convert(site)
+        self.speculative.discard(key)  # (torch named a place in it: the precise path has it too)
         attempt.rewritten.append(rm.qualname)
         return ""
 

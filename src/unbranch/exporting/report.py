@@ -92,6 +92,12 @@ class Report:
                 outcome += ": its program is the one returned"
             lines.append(f"  export {n}: {outcome}")
             lines += [f"    at {s.where} in {s.name}(): {attempt.why.get(s.where, 'rewritten')}" for s in attempt.sites]
+            if attempt.speculative:
+                guessed = ", ".join(attempt.speculative)
+                lines.append(f"    rewritten speculatively (a branch on data, torch named none): {guessed}")
+            if attempt.dropped:
+                dropped = ", ".join(attempt.dropped)
+                lines.append(f"    speculative rewrites dropped, the export with them failed: {dropped}")
         if self.fallback:
             lines.append(f"  the plain program was returned; the export of rewritten code failed: {self.fallback}")
         return "\n".join(lines)
