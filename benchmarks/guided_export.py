@@ -1,17 +1,23 @@
-"""One retry per failing place, or one ``torch.export.draft_export`` that lists them all first?
+"""What ``unbranch.export`` costs against naming every place up front, and how it learns the places.
 
-``unbranch.export`` learns where to rewrite from torch's failures. Two ways to learn it:
+``unbranch.export`` learns where to rewrite from torch's failures. The ways measured:
 
-- **retry** (what ``unbranch.export`` does): export; on a failure at control flow on data,
-  rewrite the function torch names and export again; k places cost k failed exports (each
-  stops at its place) and the one that works;
-- **draft**: one ``draft_export``, which traces the whole model past every data-dependent
-  failure and reports each (with its user stack), then rewrite them all and export once
-  (retrying as above if the rewritten code fails somewhere draft_export did not see).
+- **guided** (``unbranch.export``): the plain export; at its first failure at control flow on
+  data, the function torch names and, speculatively, every function the model's forwards reach
+  in which the classifier finds a branch on data are rewritten, and the export runs again;
+- **explicit**: every place named up front (``torch_export_rewrite(rewrite=[...])``), one export:
+  the floor, for a user who already knows the places;
+- **per_site** (``unbranch.export`` before speculation): one retry per place torch names, k
+  places cost k failed exports and the one that works (up to 8 places: 16 stop at
+  ``guided.MAX_ATTEMPTS``, 16 exports);
+- **draft**: one ``draft_export``, which traces the whole model past every data-dependent failure
+  and reports each (with its user stack), then rewrite them all and export once (retrying as
+  above if the rewritten code fails somewhere draft_export did not see), up to 8 places.
 
-Measured on models with k = 1, 2, 4, 8 places (each a module function with a tensor ``if``,
-behind a stack of linear layers that every trace goes through), non-strict (draft_export has
-no strict mode), interleaved over ``--repeats`` rounds, each from a clean cache.
+Measured on models with k = 1, 2, 4, 8, 16 places (each a module function with a tensor ``if``,
+called by name from a forward through a stack of linear layers that every trace goes through),
+non-strict (draft_export has no strict mode), interleaved over ``--repeats`` rounds, each from a
+clean cache. ``exports``: the calls of torch's ``torch.export._trace._export`` each made.
 
     python benchmarks/guided_export.py [--repeats 3]
 """
@@ -19,11 +25,14 @@ no strict mode), interleaved over ``--repeats`` rounds, each from a clean cache.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import linecache
 import statistics
 import time
+from unittest import mock
 
 import torch
+import torch.export._trace
 from _common import machine, write
 from torch.export import Dim
 
@@ -33,41 +42,50 @@ from unbranch.exporting.guided import Attempt, Guide
 from unbranch.exporting.quiet import quiet
 from unbranch.load import cache
 
-SITES = (1, 2, 4, 8)
-LAYERS = 24
+SITES = (1, 2, 4, 8, 16)
+# per_site and draft up to 8 places: one retry per place stops at guided.MAX_ATTEMPTS (16 exports)
+ONE_BY_ONE = 8
+LAYERS = 32
+WAYS = ("guided", "explicit", "per_site", "draft")
 
 
-def _helpers(k: int) -> list:
-    """k module-level functions, each with its own ``if`` on data (distinct code: k places)."""
-    out = []
-    for i in range(k):
-        namespace = {"torch": torch}
-        text = f"def helper_{i}(x):\n    if x.sum() > {i}:\n        return x * 0.5\n    return x + {i}\n"
-        code = compile(text, f"<bench helper {i}>", "exec")
-        exec(code, namespace)
-        fn = namespace[f"helper_{i}"]
-        # its source, where unbranch reads it: the text registered with linecache under its file name
-        linecache.cache[fn.__code__.co_filename] = (len(text), None, text.splitlines(True), fn.__code__.co_filename)
-        out.append(fn)
-    return out
+def _model(k: int) -> torch.nn.Module:
+    """A model calling k module-level functions by name, each with its own ``if`` on data (k places)."""
+    every = LAYERS // k
+    helpers = "".join(
+        f"def helper_{i}(x):\n    if x.sum() > {i}:\n        return x * 0.5\n    return x + {i}\n\n\n" for i in range(k)
+    )
+    calls = "".join(
+        f"        x = torch.relu(self.layers[{n}](x))\n"
+        + (f"        x = helper_{n // every}(x)\n" if n % every == 0 else "")
+        for n in range(LAYERS)
+    )
+    text = (
+        f"{helpers}class Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        f"        self.layers = torch.nn.ModuleList(torch.nn.Linear(32, 32) for _ in range({LAYERS}))\n\n"
+        f"    def forward(self, x):\n{calls}        return x\n"
+    )
+    filename = f"<bench model {k}>"
+    # its source, where unbranch reads it: the text registered with linecache under its file name
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    namespace = {"torch": torch, "__name__": f"bench_model_{k}"}
+    exec(compile(text, filename, "exec"), namespace)
+    model = namespace["Model"]().eval()
+    model.helpers = [namespace[f"helper_{i}"] for i in range(k)]
+    return model
 
 
-class Model(torch.nn.Module):
-    def __init__(self, k: int):
-        super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(32, 32) for _ in range(LAYERS))
-        self.helpers = _helpers(k)
-
-    def forward(self, x):
-        for n, layer in enumerate(self.layers):
-            x = torch.relu(layer(x))
-            if n % (LAYERS // len(self.helpers)) == 0 and n // (LAYERS // len(self.helpers)) < len(self.helpers):
-                x = self.helpers[n // (LAYERS // len(self.helpers))](x)
-        return x
-
-
-def retry(model, args, shapes):
+def guided(model, args, shapes):
     return unbranch.export(model, args, dynamic_shapes=shapes)
+
+
+def explicit(model, args, shapes):
+    with unbranch.torch_export_rewrite(rewrite=model.helpers):
+        return torch.export.export(model, args, dynamic_shapes=shapes)
+
+
+def per_site(model, args, shapes):
+    return Guide().run(lambda: torch.export.export(model, args, dynamic_shapes=shapes))
 
 
 def draft(model, args, shapes):
@@ -76,13 +94,27 @@ def draft(model, args, shapes):
     with quiet():
         drafted = torch.export.draft_export(model, args, dynamic_shapes=shapes)
     files = {index: path for path, index in INTERN_TABLE.items()}
-    guide, attempt = Guide(model=model), Attempt()
+    guide, attempt = Guide(), Attempt()
     for failure in drafted._report.failures:
         stack = [f for f in failure.data.get("user_stack", ()) if is_user_file(files.get(f["filename"], "<?>"))]
         if stack:
             frame = stack[-1]
             guide._rewrite(Site(files[frame["filename"]], frame["line"], frame["name"]), attempt)
     return guide.run(lambda: torch.export.export(model, args, dynamic_shapes=shapes))
+
+
+@contextlib.contextmanager
+def counting():
+    """How many exports torch ran (``torch.export.export`` imports ``_trace._export`` at each call)."""
+    calls = [0]
+    real = torch.export._trace._export
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    with mock.patch.object(torch.export._trace, "_export", counted):
+        yield calls
 
 
 def main() -> None:
@@ -92,21 +124,40 @@ def main() -> None:
     torch.set_num_threads(1)
     x = torch.randn(8, 32)
     shapes = ({0: Dim.DYNAMIC},)
-    rows = {}
+    seconds, exports = {}, {}
     for k in SITES:
-        model = Model(k).eval()
-        times: dict[str, list] = {"retry": [], "draft": []}
+        model = _model(k)
+        ways = WAYS if k <= ONE_BY_ONE else WAYS[:2]
+        times: dict[str, list] = {way: [] for way in ways}
         for r in range(args.repeats):
-            for way in ("retry", "draft") if r % 2 == 0 else ("draft", "retry"):
+            for way in ways[r % len(ways) :] + ways[: r % len(ways)]:
                 cache.clear()
-                start = time.perf_counter()
-                ep = (retry if way == "retry" else draft)(model, (x,), shapes)
-                times[way].append(time.perf_counter() - start)
+                with counting() as calls:
+                    start = time.perf_counter()
+                    ep = globals()[way](model, (x,), shapes)
+                    times[way].append(time.perf_counter() - start)
+                exports.setdefault(k, {})[way] = calls[0]
                 other = torch.randn(5, 32)
                 torch.testing.assert_close(ep.module()(other), model(other))
-        rows[k] = {way: statistics.median(t) for way, t in times.items()}
-        print(f"{k} places: retry {rows[k]['retry']:.2f} s, draft {rows[k]['draft']:.2f} s", flush=True)
-    path = write("guided_export", {"machine": machine(), "layers": LAYERS, "seconds_median": rows})
+        seconds[k] = {way: statistics.median(t) for way, t in times.items()}
+        ratio = seconds[k]["guided"] / seconds[k]["explicit"]
+        print(
+            f"{k} places: "
+            + ", ".join(f"{way} {seconds[k][way]:.2f} s ({exports[k][way]} exports)" for way in ways)
+            + f"; guided/explicit {ratio:.2f}x",
+            flush=True,
+        )
+    ratios = {k: seconds[k]["guided"] / seconds[k]["explicit"] for k in SITES}
+    path = write(
+        "guided_export",
+        {
+            "machine": machine(),
+            "layers": LAYERS,
+            "seconds_median": seconds,
+            "exports": exports,
+            "guided_over_explicit": ratios,
+        },
+    )
     print(f"wrote {path}")
 
 
