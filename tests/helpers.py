@@ -6,7 +6,7 @@ import torch
 from torch.export import Dim
 
 import unbranch
-from unbranch.exporting.report import cond_nodes
+from unbranch.exporting.report import branch_nodes
 
 # (major, minor) of the torch installed: what an older release cannot export at all is its own limit
 TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
@@ -22,9 +22,10 @@ def all_dynamic(args):
     return tuple({i: Dim.DYNAMIC for i in range(a.dim())} if isinstance(a, torch.Tensor) else None for a in args)
 
 
-def count_conds(ep) -> int:
-    """cond nodes anywhere in the exported program, nested subgraphs included."""
-    return len(cond_nodes(ep))
+def count_branches(ep) -> int:
+    """The ifs converted in the exported program, nested subgraphs included: each a cond, or the
+    torch.where choosing between cheap sides (report.branch_nodes)."""
+    return len(branch_nodes(ep))
 
 
 def count_ops(ep, op) -> int:
@@ -63,7 +64,7 @@ def check_export(model, example, inputs, strict, conds=None, rewrite=None, rtol=
     """Export with every dim dynamic; ``ep.module()`` must match the original on each input."""
     ep = export_rewritten(model, example, strict, rewrite)
     if conds is not None:
-        assert count_conds(ep) == conds
+        assert count_branches(ep) == conds
     for args in inputs:
         assert_same(ep.module()(*args), model(*args), rtol=rtol, atol=atol)
     return ep

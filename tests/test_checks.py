@@ -6,7 +6,7 @@ exported program with the user's message, eager runs stay exactly Python's.
 
 import pytest
 import torch
-from helpers import check_export, count_conds, export_rewritten
+from helpers import check_export, count_branches, export_rewritten
 
 import unbranch
 
@@ -151,7 +151,7 @@ def test_check_on_a_data_dependent_float_stays_in_the_graph(strict):
 
 def test_no_cond_for_a_check():
     ep = export_rewritten(ElseRaises(), (pos(3, 4),), False)
-    assert count_conds(ep) == 0
+    assert count_branches(ep) == 0
 
 
 class Unchecked(torch.nn.Module):
@@ -173,7 +173,7 @@ def test_an_assert_a_hook_writes_becomes_a_check(strict):
     m = Unchecked()
     target = {"function": Unchecked.forward, "pre_rewriter": _assert_positive}
     ep = export_rewritten(m, (pos(3, 4),), strict, rewrite=[target])
-    assert count_conds(ep) == 0
+    assert count_branches(ep) == 0
     for good in (pos(4, 3), pos(7, 2)):
         torch.testing.assert_close(ep.module()(good), m(good))
     with pytest.raises(RuntimeError, match="positive input only"):

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 import torch
-from helpers import all_dynamic, assert_same, count_conds, export_rewritten
+from helpers import all_dynamic, assert_same, count_branches, export_rewritten
 
 import unbranch
 from unbranch import runtime
@@ -21,7 +21,7 @@ neg = lambda *s: -torch.rand(*s) - 0.5  # noqa: E731
 
 def check(model, example, inputs, strict):
     ep = export_rewritten(model, example, strict)
-    assert count_conds(ep) >= 1
+    assert count_branches(ep) >= 1
     for args in inputs:
         assert_same(ep.module()(*args), model(*args))
     return ep
@@ -104,7 +104,7 @@ def test_python_flag_stays_exact_and_adds_no_cond():
         for flag, value in zip(flags, expected):
             assert_same(model(x, flag), value)
         ep = torch.export.export(model, (x, True), dynamic_shapes=all_dynamic((x, True)), strict=False)
-    assert count_conds(ep) == 0
+    assert count_branches(ep) == 0
     y = torch.randn(5, 3)
     assert_same(ep.module()(y, True), model(y, True))
 
@@ -137,7 +137,7 @@ def test_if_on_a_tensor_from_kwargs_get(strict):
     example = (x, {"mask_flag": torch.tensor(True)})
     dims = ({0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC}, {"mask_flag": None})
     ep = export_rewritten(model, example, strict, rewrite=[KwargsFlag.forward], dynamic_shapes=dims)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     for y, flag in [(x, True), (x, False), (torch.randn(6, 2), True), (torch.randn(2, 5), False)]:
         options = {"mask_flag": torch.tensor(flag)}
         assert_same(ep.module()(y, options), model(y, options))
@@ -256,7 +256,7 @@ def test_torch_equal(strict):
     inputs = [(a, a.clone()), (a, a + 1), (a, torch.arange(8.0).reshape(4, 2)), (a[:2], a[:2].clone())]
     inputs.append((torch.zeros(0, 2), torch.zeros(0, 2)))
     ep = check(Equal(), (a, a + 1), inputs, strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
 
 
 class WhileBool(torch.nn.Module):
@@ -300,7 +300,7 @@ def test_python_valued_forms_are_left_alone():
         expected = torch.ones(2) + 1 if int(n) == 3 and bool(n) else torch.ones(2)
         assert_same(scope["forward"](None, torch.ones(2), n), expected)
     ep = export_rewritten(PythonBool(), (torch.randn(3, 2),), strict=False)
-    assert count_conds(ep) == 0
+    assert count_branches(ep) == 0
 
 
 @pytest.mark.parametrize(
@@ -386,7 +386,7 @@ def test_if_inside_a_match_case(strict):
     model = Modes("a")
     inputs = [(pos(3, 4),), (neg(3, 4),), (pos(5, 2),), (neg(2, 6),)]
     ep = check(model, (pos(3, 4),), inputs, strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     for mode in ("b", "z"):
         other = Modes(mode)
         expected = other(torch.ones(2))

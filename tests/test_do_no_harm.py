@@ -11,7 +11,7 @@ import inspect
 
 import pytest
 import torch
-from helpers import assert_same, count_conds
+from helpers import assert_same, count_branches
 
 import unbranch
 from unbranch.compiler.source import innermost_function
@@ -90,7 +90,7 @@ def test_rewrite_changes_nothing(name):
     assert set(swapped) <= set(before[0])
     assert bool(swapped) == (name in REWRITTEN), [rm.qualname for rm in report]
 
-    assert count_conds(plain) == count_conds(ep) == 0
+    assert count_branches(plain) == count_branches(ep) == 0
     assert report.conds(ep) == {rm.qualname: 0 for rm in report}
     assert _ops(ep) == _ops(plain)
     rewritten, reference = ep.module(), plain.module()
@@ -134,7 +134,7 @@ def test_shape_tests_cover_what_the_plain_export_narrowed(strict):
     with unbranch.torch_export_rewrite(model) as report:
         ep = torch.export.export(model, (x,), dynamic_shapes=dynamic, strict=strict)
     assert [rm.qualname for rm in report] == ["SizeGuarded.forward"]
-    assert count_conds(plain) == 0 and count_conds(ep) == 1 and not ep._guards_code
+    assert count_branches(plain) == 0 and count_branches(ep) == 1 and not ep._guards_code
     for other in (torch.randn(3, 9, 4), torch.randn(3, 3, 4)):
         assert_same(ep.module()(other), model(other))
 
@@ -158,7 +158,7 @@ def test_a_size_test_over_code_left_as_python_specialises_as_the_plain_export_do
     plain = torch.export.export(SizeOverLeftCode(), (x,), dynamic_shapes=dynamic, strict=strict)
     with unbranch.torch_export_rewrite(rewrite=[SizeOverLeftCode.forward]) as report:
         ep = torch.export.export(SizeOverLeftCode(), (x,), dynamic_shapes=dynamic, strict=strict)
-    assert count_conds(ep) == 0 and str(ep.graph) == str(plain.graph)
+    assert count_branches(ep) == 0 and str(ep.graph) == str(plain.graph)
     assert any("size condition over code left as Python" in why for _, _, why in report.left)
     for n in (4, 9):
         assert_same(ep.module()(torch.ones(n, 3)), SizeOverLeftCode()(torch.ones(n, 3)))

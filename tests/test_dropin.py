@@ -11,7 +11,7 @@ import pytest
 import sample_user
 import torch
 import transformers
-from helpers import assert_same, count_conds
+from helpers import assert_same, count_branches
 from torch.export import Dim
 
 import unbranch
@@ -99,7 +99,7 @@ def test_new_catalogue_layers_export_both_sides_in_float16(prefix, module, extra
         torch.export.export(model, (example,), dynamic_shapes=dynamic, strict=strict)
     with unbranch.torch_export_rewrite(rewrite=unbranch.code_needing_rewriting(prefix + "ForPrediction")):
         ep = torch.export.export(model, (example,), dynamic_shapes=dynamic, strict=strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     for x in (example, other):
         assert_same(ep.module()(x), model(x))
     with torch.no_grad():  # overflow before the clamp: the other side of the branch
@@ -176,7 +176,7 @@ def test_mixed_rewrite_list_dump_and_verbose(tmp_path, capsys):
         ep = torch.export.export(m, (torch.randn(3, 4),), dynamic_shapes=({0: Dim.DYNAMIC},))
     assert sorted(rm.qualname for rm in report) == ["Mixed.forward", "Plain.twice", "Recurrent.forward", "squash"]
     assert chosen, "the dict's filter_node was not used"
-    assert count_conds(ep) == 3
+    assert count_branches(ep) == 3
     for x in (torch.ones(2, 4) * 3, -torch.ones(5, 4), torch.full((3, 4), 0.1)):
         assert_same(ep.module()(x), m(x))
     out = capsys.readouterr().out

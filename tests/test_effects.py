@@ -9,7 +9,7 @@ code changed in place) must agree.
 import libcst as cst
 import pytest
 import torch
-from helpers import all_dynamic, assert_same, count_conds
+from helpers import all_dynamic, assert_same, count_branches
 from torch.export import Dim
 from torch.utils import _pytree as pytree
 
@@ -25,7 +25,7 @@ def run_three_ways(model, example, inputs, strict, rewrite, conds=None):
     with unbranch.torch_export_rewrite(rewrite=rewrite):
         ep = torch.export.export(model, example, dynamic_shapes=all_dynamic(example), strict=strict)
     if conds is not None:
-        assert count_conds(ep) == conds
+        assert count_branches(ep) == conds
     for args in inputs:
         original = [a.clone() for a in args]
         expected = model(*original)
@@ -444,7 +444,7 @@ def test_tuple_grown_after_a_one_sided_rebinding_converts(strict):
     model = OutputsTuple()
     x = torch.randn(3, 4)
     ep = unbranch.export(model, (x,), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     inf = torch.randn(5, 4)
     inf[1, 2] = float("inf")
     for args in [(x,), (inf,), (torch.randn(2, 4),)]:

@@ -3,7 +3,7 @@
 import libcst as cst
 import pytest
 import torch
-from helpers import count_conds, export_rewritten, line_of
+from helpers import count_branches, export_rewritten, line_of
 
 import unbranch
 from unbranch import UnbranchError
@@ -116,7 +116,7 @@ def test_exception_in_body_restores_everything():
             raise KeyError("boom")
     assert Good.forward.__code__ is code
     ep = export_rewritten(m, (torch.randn(2, 3),), strict=False)
-    assert count_conds(ep) == 1 and Good.forward.__code__ is code
+    assert count_branches(ep) == 1 and Good.forward.__code__ is code
 
 
 @pytest.mark.parametrize("bad", [None, "forward", 3, len, torch.relu, lambda x: x])
@@ -281,13 +281,15 @@ def test_a_loop_torch_cannot_carry_is_an_error_at_the_loop_in_the_users_terms(ma
 
 
 def test_a_constant_tensor_in_a_loop_is_explained_and_strict_export_takes_it():
-    """Non-strict: torch's scan fails on a plain tensor attribute ("Cannot access data pointer"); the
-    error names the loop and the way out. Strict export takes it and runs like the model."""
+    """Non-strict: torch's scan fails on a plain tensor attribute in a cond ("Cannot access data
+    pointer"); the error names the loop and the way out. Strict export takes it and runs like the
+    model, and so does non-strict export where the if's cheap sides become a torch.where."""
     model, dims = ConstantTable(), ({0: torch.export.Dim.DYNAMIC},)
     with pytest.raises(UnbranchError) as info:
-        unbranch.export(model, (torch.randn(5, 3),), dynamic_shapes=dims)
+        unbranch.export(model, (torch.randn(5, 3),), dynamic_shapes=dims, branches="cond")
     assert info.value.path == __file__ and info.value.line == line_of(ConstantTable.forward, "for i in range")
     assert "register_buffer" in str(info.value) and "Cannot access data pointer" not in str(info.value)
+    selected = unbranch.export(model, (torch.randn(5, 3),), dynamic_shapes=dims)
     ep = unbranch.export(model, (torch.randn(5, 3),), dynamic_shapes=dims, strict=True)
     x = torch.tensor(
         [
@@ -302,6 +304,7 @@ def test_a_constant_tensor_in_a_loop_is_explained_and_strict_export_takes_it():
     )
     assert {bool((r * model.table).sum() > 0) for r in x} == {True, False}  # both sides of the if
     torch.testing.assert_close(ep.module()(x), model(x))
+    torch.testing.assert_close(selected.module()(x), model(x))
 
 
 class TraceableAssert(torch.nn.Module):

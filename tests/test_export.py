@@ -6,7 +6,7 @@ branch and on shapes other than the example's.
 
 import pytest
 import torch
-from helpers import check_export, count_conds, export_rewritten
+from helpers import assert_same, check_export, count_branches, export_rewritten
 from torch.export import Dim
 
 import unbranch
@@ -72,7 +72,9 @@ class Assigns(torch.nn.Module):
 def test_liveness_keeps_temporaries_inside():
     code = unbranch.transform_method(Assigns.forward).code
     assert "return z, w" in code and "tmp" not in code.split("return z, w")[0].split("def branch_cond_then_1")[0]
-    assert "z, w = _ub.if_stmt((x * y).sum() > 0, branch_cond_then_1, branch_cond_else_1, (x, y))" in code
+    assert (
+        "z, w = _ub.if_stmt((x * y).sum() > 0, branch_cond_then_1, branch_cond_else_1, (x, y), elementwise=5)" in code
+    )
 
 
 @pytest.mark.parametrize("strict", MODES)
@@ -271,7 +273,7 @@ def test_static_conditions_are_untouched():
 def test_static_conditions_export_without_cond(strict):
     m = StaticConditions(True).eval()
     ep = export_rewritten(m, (torch.randn(3, 4),), strict, dynamic_shapes=({0: Dim.DYNAMIC},))
-    assert count_conds(ep) == 0
+    assert count_branches(ep) == 0
     x = torch.randn(5, 4)
     torch.testing.assert_close(ep.module()(x)[0], m(x)[0])
 
@@ -290,7 +292,7 @@ class FlagParam(torch.nn.Module):
 def test_python_flag_stays_python(strict, flag):
     m = FlagParam()
     ep = export_rewritten(m, (pos(3, 4), flag), strict)
-    assert count_conds(ep) == 0
+    assert count_branches(ep) == 0
     x = pos(5, 2)
     torch.testing.assert_close(ep.module()(x, flag), m(x, flag))
 
@@ -342,7 +344,11 @@ def test_non_tensor_output_gives_clear_error():
     # None among the function's results on both sides: the rest of the function is in both branches
     # (its value a constant of each), and the result itself holds the None no cond returns
     with pytest.raises(unbranch.UnbranchError, match=r"test_export.py:\d+: .*a side gives None"):
-        export_rewritten(NoneOutput(), (pos(3, 4),), strict=False)
+        export_rewritten(NoneOutput(), (pos(3, 4),), strict=False, branches="cond")
+    # (both sides cheap: torch.where picks y, and the None is the same either way)
+    ep = export_rewritten(NoneOutput(), (pos(3, 4),), strict=False)
+    for x in (pos(5, 4), -pos(2, 4)):
+        assert_same(ep.module()(x), NoneOutput()(x))
 
 
 class ShapeCondition(torch.nn.Module):
@@ -376,7 +382,7 @@ def test_shape_condition_choosing_a_float_covers_both_sides(strict):
     # where it is a constant, and the program covers both sizes (no specialisation to the example's)
     assert "return _ub.if_stmt(x.shape[0] > 4" in unbranch.transform_method(ShapeConditionPythonOutput.forward).code
     ep = export_rewritten(ShapeConditionPythonOutput(), (pos(6, 3),), strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     for x in (pos(7, 2), pos(3, 2)):
         torch.testing.assert_close(ep.module()(x), ShapeConditionPythonOutput()(x))
 
@@ -394,7 +400,7 @@ class UsesSuper(torch.nn.Linear):
 def test_super_in_branch(strict):
     m = UsesSuper(3, 3)
     ep = export_rewritten(m, (pos(4, 3),), strict, dynamic_shapes=({0: Dim.DYNAMIC},))
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     for x in (pos(5, 3), neg(2, 3)):
         torch.testing.assert_close(ep.module()(x), m(x))
 

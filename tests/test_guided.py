@@ -13,7 +13,7 @@ import math
 
 import pytest
 import torch
-from helpers import TORCH, assert_same, count_conds
+from helpers import TORCH, assert_same, count_branches
 from otherlib import boxes, schedulers
 from torch.export import Dim
 
@@ -193,7 +193,7 @@ def test_torch_names_the_function(case, strict, how):
     with pytest.raises(Exception, match="data-dependent|Data-dependent"):
         torch.export.export(model, example, dynamic_shapes=shapes, strict=strict)
     ep = _export_with(how, model, example, shapes, strict)
-    assert count_conds(ep) + _loops(ep) >= 1
+    assert count_branches(ep) + _loops(ep) >= 1
     for args in [example, *inputs]:
         assert_same(ep.module()(*args), model(*args))
 
@@ -289,7 +289,7 @@ def test_branch_on_a_declared_dynamic_size(make, example, dim, strict):
     with pytest.raises(Exception, match="Constraints violated"):
         torch.export.export(model, (example,), dynamic_shapes=({0: dim},), strict=strict)
     ep = unbranch.export(model, (example,), dynamic_shapes=({0: dim},), strict=strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     for n in (2, 3, 4, 5, 9):
         x = torch.randn(n, 4)
         assert_same(ep.module()(x), model(x))

@@ -7,7 +7,7 @@ every branch and loop exit, and on another shape.
 
 import pytest
 import torch
-from helpers import assert_same, count_conds, count_ops
+from helpers import assert_same, count_branches, count_ops
 from torch.export import Dim
 
 import unbranch
@@ -45,7 +45,7 @@ class ContinueOnTensor(torch.nn.Module):
 def test_continue_under_tensor_condition(strict):
     m = ContinueOnTensor()
     ep = export(m, (torch.zeros(4),), strict)
-    assert count_conds(ep) == 3  # one guard per unrolled step
+    assert count_branches(ep) == 3  # one guard per unrolled step
     # never / sometimes / always skipping, and another length
     same_everywhere(m, ep, [(torch.full((4,), -9.0),), (torch.zeros(4),), (torch.ones(4),), (torch.zeros(7),)])
 
@@ -125,7 +125,7 @@ class LayerDrop(torch.nn.Module):
 def test_layerdrop_in_eval_stays_python(strict):
     m = LayerDrop().eval()
     ep = export(m, (torch.randn(2, 4),), strict)
-    assert count_conds(ep) == 0
+    assert count_branches(ep) == 0
     same_everywhere(m, ep, [(torch.randn(2, 4),), (torch.randn(5, 4),)])
 
 
@@ -133,7 +133,7 @@ def test_layerdrop_in_eval_stays_python(strict):
 def test_layerdrop_in_training_is_a_cond(strict):
     m = LayerDrop(layerdrop=0.0).train()  # p < 0.0 never holds: every layer runs, deterministically
     ep = export(m, (torch.randn(2, 4),), strict)
-    assert count_conds(ep) == 3
+    assert count_branches(ep) == 3
     same_everywhere(m, ep, [(torch.randn(2, 4),), (torch.randn(5, 4),)])
     m.layerdrop = 1.0  # every layer dropped
     ep = export(m, (torch.randn(2, 4),), strict)
@@ -186,7 +186,7 @@ class NestedReturns(torch.nn.Module):
 def test_returns_nested_three_deep(strict):
     m = NestedReturns()
     ep = export(m, (torch.ones(4),), strict)
-    assert count_conds(ep) >= 3
+    assert count_branches(ep) >= 3
     inputs = [torch.full((4,), v) for v in (-5.0, 0.1, 2.0, 10.0)] + [torch.full((7,), 3.0), torch.full((2,), 0.5)]
     same_everywhere(m, ep, [(x,) for x in inputs])
 
@@ -228,7 +228,7 @@ class ReturnInLoop(torch.nn.Module):
 def test_return_inside_loop(strict):
     m = ReturnInLoop()
     ep = export(m, (torch.zeros(4),), strict)
-    assert count_conds(ep) >= 3
+    assert count_branches(ep) >= 3
     # returns at step 1, 2, 3, or never; another length
     inputs = [torch.full((4,), v) for v in (5.0, 0.0, -0.6, -10.0)] + [torch.full((9,), -0.3)]
     same_everywhere(m, ep, [(x,) for x in inputs])
@@ -273,7 +273,7 @@ def test_return_inside_no_grad(strict):
     with torch.no_grad():
         m.lin.bias.fill_(0.0)
     ep = export(m, (torch.ones(2, 4),), strict)
-    assert count_conds(ep) >= 2
+    assert count_branches(ep) >= 2
     same_everywhere(m, ep, [(torch.ones(2, 4),), (-torch.ones(2, 4),), (torch.ones(5, 4),), (-torch.ones(3, 4),)])
 
 
@@ -311,7 +311,7 @@ class SequentialReturns(torch.nn.Module):
 def test_sequential_returns(strict):
     m = SequentialReturns()
     ep = export(m, (torch.ones(4),), strict)
-    assert count_conds(ep) >= 4
+    assert count_branches(ep) >= 4
     values = (-3.0, 0.3, 0.45, 1.8, 2.5, 5.0)  # else/else, then/then (twice), x * 2, x * 1
     same_everywhere(m, ep, [(torch.full((4,), v),) for v in values] + [(torch.full((7,), 0.2),)])
 

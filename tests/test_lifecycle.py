@@ -14,7 +14,7 @@ import sys
 import pytest
 import sample_user
 import torch
-from helpers import assert_same, count_conds, count_ops
+from helpers import assert_same, count_branches, count_ops
 from torch.export import Dim
 
 import unbranch
@@ -33,7 +33,7 @@ def test_discovery_finds_loops_and_ifs(strict):
     model = sample_user.Recurrent()
     ep, report = _export(model, strict)
     assert sorted(rm.qualname for rm in report) == ["Recurrent.forward", "squash"]
-    assert count_ops(ep, torch.ops.higher_order.scan) == 1 and count_conds(ep) == 2
+    assert count_ops(ep, torch.ops.higher_order.scan) == 1 and count_branches(ep) == 2
     for length in (5, 2, 9):  # the example's length, and others: the loop is not unrolled
         for x in sample_user.inputs(length):  # each side of both ifs
             assert_same(ep.module()(x), model(x))
@@ -60,7 +60,7 @@ def test_discovery_follows_helper_methods_called_on_self(strict):
     model = Picker()
     with unbranch.torch_export_rewrite(model) as report:
         ep = torch.export.export(model, (torch.ones(3, 4),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
-    assert [rm.qualname for rm in report] == ["Picker._pick"] and count_conds(ep) == 1
+    assert [rm.qualname for rm in report] == ["Picker._pick"] and count_branches(ep) == 1
     assert "Picker._pick" in str(report)
     for x in (torch.ones(3, 4), -torch.ones(3, 4), torch.ones(6, 4), -torch.ones(2, 4)):  # each side, other sizes
         assert_same(ep.module()(x), model(x))

@@ -8,7 +8,7 @@ import traceback
 import pytest
 import sample_alias
 import torch
-from helpers import count_conds, export_rewritten
+from helpers import count_branches, export_rewritten
 from torch.export import Dim
 
 import unbranch
@@ -86,7 +86,7 @@ def test_inherited_method_rewritten_where_defined(strict):
     with unbranch.torch_export_rewrite(rewrite=[(Child, "forward"), (Base, "forward")]) as report:
         assert len(report) == 1 and report.rewritten[0].function is Base.forward
         ep = torch.export.export(m, (torch.randn(3, 4),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
-    assert count_conds(ep) == 1 and Base.forward.__code__ is code
+    assert count_branches(ep) == 1 and Base.forward.__code__ is code
     for x in (torch.ones(2, 4), -torch.ones(5, 4)):
         torch.testing.assert_close(ep.module()(x), m(x))
 
@@ -96,7 +96,7 @@ def test_staticmethod_and_classmethod(strict):
     m = Static()
     rewrite = [Static.__dict__["twice"], Static.make]
     ep = export_rewritten(m, (torch.randn(3, 4),), strict, rewrite=rewrite)
-    assert count_conds(ep) == 3
+    assert count_branches(ep) == 3
     for x in (torch.ones(2, 4), -torch.ones(5, 4)):
         torch.testing.assert_close(ep.module()(x), m(x))
 
@@ -108,7 +108,7 @@ def test_decorated_forward_alias_and_module_function(strict):
     decorations = list(sample_alias.DECORATIONS)
     m = sample_alias.Aliased()
     ep = export_rewritten(m, (torch.randn(3, 4),), strict, rewrite=[wrapper, sample_alias.helper])
-    assert count_conds(ep) == 2
+    assert count_branches(ep) == 2
     for x in (torch.full((2, 4), 3.0), -torch.ones(5, 4), torch.rand(4, 2) * 0.5):
         torch.testing.assert_close(ep.module()(x), m(x))
     assert sample_alias.DECORATIONS == decorations  # the decorator did not run again
@@ -151,7 +151,7 @@ def test_lambdas_and_comprehensions_beside_the_def_are_not_taken_for_it(strict):
         for x, want in zip(inputs, expected):
             torch.testing.assert_close(m(x), want)
         ep = torch.export.export(m, (inputs[0],), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
-    assert count_conds(ep) == 1 and code_in_defaults.tag == [0, 1]
+    assert count_branches(ep) == 1 and code_in_defaults.tag == [0, 1]
     for x, want in zip(inputs, expected):
         torch.testing.assert_close(ep.module()(x), want)
 
@@ -349,7 +349,7 @@ def test_bart_float16_encoder_layer(strict):
     with unbranch.torch_export_rewrite(rewrite=[BartEncoderLayer.forward]):
         ep = torch.export.export(model, (), kwargs=kwargs, dynamic_shapes=ds, strict=strict)
     assert BartEncoderLayer.forward is forward and inspect.unwrap(forward).__code__ is inner_code
-    assert count_conds(ep) == 1  # one encoder layer
+    assert count_branches(ep) == 1  # one encoder layer
     other = tiny.inputs(3, 9)
     with torch.no_grad():
         for kw in (kwargs, other):

@@ -9,7 +9,7 @@ file and line, on an input that would take the other; export warns, and the repo
 
 import pytest
 import torch
-from helpers import assert_same, count_conds, line_of
+from helpers import assert_same, count_branches, line_of
 from otherlib import boxes
 from torch.export import Dim
 
@@ -75,7 +75,7 @@ def test_value_switch_needs_the_option(strict):
 @pytest.mark.parametrize("strict", MODES)
 def test_both_sides_trace_is_a_cond(strict):
     ep = unbranch.export(BothSidesTrace(), (torch.rand(6, 3),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     assert not [n for rm in unbranch.report_of(ep) for n in rm.notes if n.kind == "one-sided"]
     for n in (2, 6):
         x = torch.rand(n, 3)

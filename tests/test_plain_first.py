@@ -9,7 +9,7 @@ exports again; the program narrowing least is returned, with a warning where one
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import assert_same, count_conds, line_of
+from helpers import assert_same, count_branches, line_of
 from torch.export import Dim
 
 import unbranch
@@ -46,7 +46,7 @@ def test_narrowing_branch_is_rewritten(strict, dim):
     with pytest.raises(AssertionError, match="Guard failed"):
         plain.module()(torch.randn(2, 20))  # (what the plain program does with a width it narrowed away)
     ep = unbranch.export(model, (torch.randn(2, 10),), dynamic_shapes=({1: dim},), strict=strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     for width in (10, 3, 16, 20, 40):
         x = torch.randn(2, width)
         assert_same(ep.module()(x), model(x))

@@ -6,7 +6,7 @@ import types
 
 import pytest
 import torch
-from helpers import count_conds
+from helpers import count_branches
 from torch.export import Dim
 
 import unbranch
@@ -77,7 +77,7 @@ def _both_sides(ep, model, inputs):
 def test_a_decorators_wrapper_is_rewritten_where_torch_stops_in_it(strict):
     model = WrappedForward()
     ep = unbranch.export(model, (torch.randn(3, 4),), dynamic_shapes=D0, strict=strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     assert [rm.source.text.splitlines()[1].strip() for rm in unbranch.report_of(ep)] == [
         "def wrapper(self, *args, **kwargs):"
     ]
@@ -89,7 +89,7 @@ def test_a_decorators_wrapper_is_rewritten_where_torch_stops_in_it(strict):
 def test_a_forward_a_factory_made_is_the_function_rewritten(strict):
     model = FactoryForward()
     ep = unbranch.export(model, (torch.randn(3, 4),), dynamic_shapes=D0, strict=strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     _both_sides(ep, model, [torch.ones(5, 4), -torch.ones(6, 4)])
 
 
@@ -99,7 +99,7 @@ def test_a_property_named_explicitly_rewrites_its_getter(strict):
     with unbranch.torch_export_rewrite(rewrite=[(PropertyScale, "scale")]) as report:
         ep = torch.export.export(model, (torch.randn(3, 4),), dynamic_shapes=D0, strict=strict)
     assert [rm.qualname for rm in report.rewritten] == ["PropertyScale.scale"]
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     x = torch.randn(5, 4)
     torch.testing.assert_close(ep.module()(x), model(x))
     flipped = PropertyScale()
@@ -207,7 +207,7 @@ def test_naming_a_decorated_forward_rewrites_its_wrapper_too(strict):
     assert [rm.source.text.splitlines()[1].strip() for rm in report.rewritten] == [
         "def wrapper(self, *args, **kwargs):"
     ]
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     _both_sides(ep, model, [torch.full((5, 4), 9.0), torch.zeros(6, 4)])
 
 

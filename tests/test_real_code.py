@@ -7,7 +7,7 @@ import logging
 
 import pytest
 import torch
-from helpers import assert_same, count_conds, line_of
+from helpers import assert_same, count_branches, line_of
 from torch.export import Dim
 
 import unbranch
@@ -131,7 +131,7 @@ def test_table_read_at_a_tensor_index_in_a_branch(strict):
     model = TableStep()
     example = (torch.tensor(10), _rows(4))
     ep = unbranch.export(model, example, dynamic_shapes=(None, {0: Dim.DYNAMIC}), strict=strict)
-    assert count_conds(ep) == 2
+    assert count_branches(ep) == 2
     for t, n in [(10, 4), (2, 6), (19, 3), (0, 2)]:
         args = (torch.tensor(t), _rows(n))
         assert_same(ep.module()(*args), model(*args))
@@ -251,7 +251,7 @@ class StateReturnedAsItIs(torch.nn.Module):
 def test_branch_returning_a_parameter_or_buffer_unchanged(strict):
     model = StateReturnedAsItIs()
     ep = _exports(model, strict, [(_rows(5, 4),), (-_rows(3, 4),), (_rows(8, 4),)])
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
 
 
 class NonlocalRebound(torch.nn.Module):
@@ -292,7 +292,7 @@ def test_chained_comparison(strict):
     model = Chained()
     inputs = [(_rows(5, 1) + 0.3,), (_rows(3),), (_rows(7, 4) + 5,), (_rows(2) - 3,)]
     ep = _exports(model, strict, inputs)
-    assert count_conds(ep) == 2
+    assert count_branches(ep) == 2
     rewritten = unbranch.transform_method(Chained.forward).func
     Chained.calls = 0
     for (x,) in inputs:  # the middle operand is evaluated once, as Python does
@@ -368,7 +368,7 @@ class NoneOnOneSide(torch.nn.Module):
 def test_none_on_one_side_moves_the_rest_into_both_branches(strict):
     args = (_rows(3), _rows(3) > 0)
     ep = unbranch.export(NoneOnOneSide(), args, dynamic_shapes=DYNAMIC * 2, strict=strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     for x, mask in [args, (_rows(5), _rows(5) > 9), (_rows(2), _rows(2) < 0.2)]:
         assert_same(ep.module()(x, mask), NoneOnOneSide()(x, mask))
 
@@ -417,7 +417,7 @@ def test_python_flags_set_under_a_tensor_condition(strict):
     model = FlagSetOnOneSide()
     cases = [(_rows(3, 100),), (_rows(5),), (-_rows(2, 100),), (-_rows(6),)]  # clipped or not, sum > 0 or not
     ep = _exports(model, strict, cases)
-    assert count_conds(ep) == 3
+    assert count_branches(ep) == 3
 
 
 def _flags(x):
@@ -450,7 +450,7 @@ class TernaryChangingInPlace(torch.nn.Module):
 def test_conditional_expression_changing_a_tensor_in_place(strict):
     model = TernaryChangingInPlace()
     ep = _exports(model, strict, [(_rows(3),), (-_rows(5),), (_rows(6, 2),)])
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     x = -_rows(4)
     with unbranch.torch_export_rewrite(rewrite=[TernaryChangingInPlace.forward]):
         total, y = model(x)  # eagerly `z` is still `y` itself: z + y is 2 * y

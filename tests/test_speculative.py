@@ -4,7 +4,7 @@ two exports, not k + 1. What the speculative program cannot take falls back to o
 
 import pytest
 import torch
-from helpers import assert_same, count_conds
+from helpers import assert_same, count_branches
 from torch.export import Dim
 
 import unbranch
@@ -60,7 +60,7 @@ def test_one_retry_for_every_place(strict):
     assert first.rewritten == ["halve_positive"]  # what torch named
     assert sorted(first.speculative) == ["clamp_large", "flip_negative", "normalise_spread"]
     assert second.error == "" and second.returned and not second.dropped
-    assert count_conds(ep) == 3
+    assert count_branches(ep) == 3
     # normalise_spread was swapped in, but the eval export never ran it: the program has nothing of it
     ran = sorted(rm.qualname for rm in report.rewritten)
     assert ran == ["clamp_large", "flip_negative", "halve_positive"]

@@ -10,7 +10,7 @@ data-dependent error itself is a deliberate fallback and is left alone.
 
 import pytest
 import torch
-from helpers import assert_same, count_conds, line_of
+from helpers import assert_same, count_branches, line_of
 from torch.export import Dim
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
@@ -106,7 +106,7 @@ def test_swallowed_branch_is_converted(case, strict, how):
     make, example, inputs = CASES[case]
     model = make()
     ep = _export(how, model, example, strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     for args in [example, *inputs]:
         assert_same(ep.module()(*args), model(*args))
 
@@ -115,7 +115,7 @@ def test_the_plain_program_was_wrong():
     """What this guards against: plain non-strict export returns the except side for every input."""
     model = TryAroundIf()
     ep = torch.export.export(model, (_rows(4),), dynamic_shapes=({0: Dim.DYNAMIC},))
-    assert count_conds(ep) == 0
+    assert count_branches(ep) == 0
     assert not torch.equal(ep.module()(_rows(4)), model(_rows(4)))
 
 
@@ -125,7 +125,7 @@ def test_equal_found_guided(strict, how):
     model = EqualInCondition()
     x = _rows(4)
     ep = _export(how, model, (x, x + 1), strict)
-    assert count_conds(ep) == 1
+    assert count_branches(ep) == 1
     for a, b in [(x, x.clone()), (x, x + 1), (_rows(6), _rows(6)), (_rows(2), _rows(2) * 2)]:
         assert_same(ep.module()(a, b), model(a, b))
 

@@ -7,7 +7,7 @@ other shapes; a cond is in the graph exactly where a tensor condition was rewrit
 
 import pytest
 import torch
-from helpers import assert_same, check_export, count_conds, export_rewritten
+from helpers import assert_same, check_export, count_branches, export_rewritten
 
 import unbranch
 
@@ -125,7 +125,7 @@ def test_exported_matches_eager(model, arity, conds, strict):
     example = pick((pos(4, 3),))
     if model is Submodule:  # Linear(3, 3) fixes the last dim: only the batch is dynamic
         ep = export_rewritten(m, example, strict, dynamic_shapes=({0: torch.export.Dim.DYNAMIC},))
-        assert count_conds(ep) == conds
+        assert count_branches(ep) == conds
         for args in [i for i in inputs if i[0].shape[-1] == 3]:
             assert_same(ep.module()(*args), m(*args))
         return
@@ -143,7 +143,7 @@ def test_python_valued_stays_python(strict):
     m = PythonValued().eval()
     mask = torch.tensor([1.0, 0.0, 2.0])
     ep = export_rewritten(m, (pos(4, 3), mask), strict, dynamic_shapes=({0: torch.export.Dim.DYNAMIC}, None))
-    assert count_conds(ep) == 0
+    assert count_branches(ep) == 0
     x = pos(6, 3)
     assert_same(ep.module()(x, mask), m(x, mask))
     rm = unbranch.transform_method(PythonValued.forward)
@@ -306,7 +306,7 @@ def test_numbers_against_names_export_as_where(strict, dtype):
     m = NumberOrName()
     example = (pos(5, 3).to(dtype),)
     ep = export_rewritten(m, example, strict)
-    assert count_conds(ep) == 0  # torch.where, no cond
+    assert count_branches(ep) == 0  # torch.where, no cond
     # each side of each choice: a mean above 0.5, between 0 and 0.5, below 0 with no positive entry, and one positive
     inputs = [pos(4, 3), pos(6, 2) * 0.3, neg(3, 3), torch.cat([neg(3, 2), pos(1, 2) * 0.1])]
     for x in inputs:

@@ -98,7 +98,7 @@ class Net(torch.nn.Module):
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_discovery_finds_an_uncatalogued_tensor_if(strict):
-    from helpers import count_conds
+    from helpers import count_branches
 
     net = Net()
     x = torch.randn(3, 4)
@@ -107,7 +107,7 @@ def test_discovery_finds_an_uncatalogued_tensor_if(strict):
     with unbranch.torch_export_rewrite(net) as report:
         ep = torch.export.export(net, (x,), dynamic_shapes=({0: torch.export.Dim.DYNAMIC},), strict=strict)
     assert [rm.qualname for rm in report] == ["Gate.forward"]  # Net.forward's `scale` test is Python
-    assert count_conds(ep) == 2 and report.conds(ep) == {"Gate.forward": 2}
+    assert count_branches(ep) == 2 and report.conds(ep) == {"Gate.forward": 2}
     for inp in (torch.randn(5, 4) * 10, torch.randn(2, 4) * 0.01):
         torch.testing.assert_close(ep.module()(inp), net(inp))
     assert Gate.forward.__code__.co_filename == __file__

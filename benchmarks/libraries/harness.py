@@ -32,7 +32,7 @@ from torch.utils import _pytree as pytree
 import unbranch
 from unbranch.exporting.failures import kind_of
 from unbranch.exporting.quiet import quiet
-from unbranch.exporting.report import cond_nodes, observe_branches
+from unbranch.exporting.report import branch_nodes, observe_branches
 from unbranch.hf.validate import Result, _tensor_sites, _where, error_line, max_diff
 
 
@@ -309,7 +309,7 @@ def _exports(res: LibResult, model, built: Built, strict: bool, level_limit: flo
         ep, uerror = _try(_unbranch, model, built.inputs, spec, strict)
     report = None
     if ep is not None:
-        res.rewritten, res.conds = "ok", len(cond_nodes(ep))
+        res.rewritten, res.conds = "ok", len(branch_nodes(ep))
         report = unbranch.report_of(ep)
     else:
         res.rewritten = _short(error_line(uerror))

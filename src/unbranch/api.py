@@ -14,8 +14,8 @@ from .exporting.arguments import (
     CONTEXT_KEYWORDS,
     TRANSFORM_KEYWORDS,
     check_arguments,
-    check_checks,
     check_hooks,
+    check_modes,
     check_patch_details,
     check_target,
     check_type,
@@ -38,6 +38,7 @@ def export(
     strict: bool = False,
     one_sided: bool = False,
     checks: str = "auto",
+    branches: str = "auto",
     **options,
 ):
     """``torch.export.export``, made to get past Python control flow on data; same arguments, same result.
@@ -60,12 +61,20 @@ def export(
     but on CUDA is a device-side assert that leaves the process's CUDA context unusable; "sync"
     reads the condition to the host (a RuntimeError the caller catches, the next call works;
     torch's message); "auto" (default): sync for conditions on an accelerator, async on the CPU.
+
+    ``branches``: how an if on data whose sides are a few elementwise operations (``y = x * 2``
+    against ``y = x - 1``; no call of a module, no division by a tensor, no log or exp) lowers in a
+    non-strict export. "auto" (default): both sides run and ``torch.where`` picks, where that is
+    cheaper than a ``torch.cond`` (at most 8 operations, at most 65,536 elements in the example);
+    "where": whenever the sides are such operations; "cond": always a cond.
     """
     check_type("export", "one_sided", one_sided, bool)
-    check_checks("export", checks)
+    check_modes("export", checks, branches)
     guide = Guide(model=mod, one_sided=one_sided, asked=asked_equal(mod, args, kwargs, dynamic_shapes))
     try:
-        with one_export(checks):  # (one at a time in the process, torch's defaults kept: see exporting.session)
+        with one_export(
+            checks, branches
+        ):  # (one at a time in the process, torch's defaults kept: see exporting.session)
             ep = guide.run(
                 lambda: torch.export.export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict, **options)
             )
@@ -126,6 +135,7 @@ def torch_export_rewrite(
     batch_loops: bool = True,
     one_sided: bool = False,
     checks: str = "auto",
+    branches: str = "auto",
     **unknown,
 ):
     """Swap in rewritten code for what ``rewrite`` names while inside the ``with`` block.
@@ -148,8 +158,8 @@ def torch_export_rewrite(
     ``batch_loops=False`` keeps a loop whose steps carry nothing as a scan under non-strict
     export, instead of one batched computation (``torch.vmap``), whose peak memory is that of
     all its steps at once.
-    ``checks``: how a failed check on data fails in the program ("auto", "async", "sync": see
-    ``unbranch.export``).
+    ``checks``: how a failed check on data fails in the program ("auto", "async", "sync"), and
+    ``branches``: how an if with cheap sides lowers ("auto", "where", "cond"): see ``unbranch.export``.
     """
     check_arguments("torch_export_rewrite", extra, unknown, CONTEXT_KEYWORDS)
     check_type("torch_export_rewrite", "verbose", verbose, int)
@@ -162,7 +172,7 @@ def torch_export_rewrite(
     check_target(target, max_loop_iterations)
     check_type("torch_export_rewrite", "batch_loops", batch_loops, bool)
     check_type("torch_export_rewrite", "one_sided", one_sided, bool)
-    check_checks("torch_export_rewrite", checks)
+    check_modes("torch_export_rewrite", checks, branches)
     check_patch_details(patch_details)
     named, models = targets(rewrite)
     loops = {"target": target, "max_loop_iterations": max_loop_iterations, "batch": batch_loops}
@@ -176,6 +186,7 @@ def torch_export_rewrite(
         loops,
         one_sided,
         checks,
+        branches,
     )
     return context if patch_details is None else _filling(context, patch_details)
 

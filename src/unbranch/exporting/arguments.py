@@ -29,6 +29,7 @@ CONTEXT_KEYWORDS = (
     "batch_loops",
     "one_sided",
     "checks",
+    "branches",
 )
 HOOKS = ("filter_node", "pre_rewriter", "post_rewriter")
 
@@ -123,15 +124,18 @@ def targets(rewrite) -> tuple[list[tuple[object, dict]], list[torch.nn.Module]]:
     return out, models
 
 
-def check_checks(name: str, checks) -> None:
-    """``checks`` is one of the runtime's ways for a failed check to fail (runtime.checks.CHECKS)."""
+def check_modes(name: str, checks, branches) -> None:
+    """``checks`` is one of the runtime's ways for a failed check to fail (runtime.checks.CHECK_MODES),
+    ``branches`` one of its ways to lower an if with cheap sides (runtime.control_flow.BRANCH_MODES)."""
     from ..runtime.checks import CHECK_MODES
+    from ..runtime.control_flow import BRANCH_MODES
 
-    if checks not in CHECK_MODES:
-        raise UnbranchError(
-            f"{name}() got checks={checks!r}; it accepts one of {', '.join(map(repr, CHECK_MODES))}",
-            construct="arguments",
-        )
+    for keyword, value, modes in (("checks", checks, CHECK_MODES), ("branches", branches, BRANCH_MODES)):
+        if value not in modes:
+            raise UnbranchError(
+                f"{name}() got {keyword}={value!r}; it accepts one of {', '.join(map(repr, modes))}",
+                construct="arguments",
+            )
 
 
 def check_target(target, max_loop_iterations) -> None:

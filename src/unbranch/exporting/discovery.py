@@ -102,6 +102,11 @@ def _tensor_attributes(owner) -> frozenset:
     return frozenset(n for n, _ in (*owner.named_parameters(recurse=False), *owner.named_buffers(recurse=False)))
 
 
+def on_data(fn: types.FunctionType) -> bool:
+    """Does ``fn`` hold a construct on tensor data, as far as its own code tells?"""
+    return _wanted(fn, None)
+
+
 def _wanted(fn: types.FunctionType, owner) -> bool:
     """Does the classifier find a construct on tensor data in ``fn``? (answered once per code and attributes)"""
     attributes = _tensor_attributes(owner) if is_method(fn) else frozenset()

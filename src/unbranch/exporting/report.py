@@ -14,23 +14,31 @@ from ..load.rewriting import RewrittenMethod
 from ..runtime import control_flow, source_map
 
 
-def cond_nodes(ep) -> list:
-    """Every ``cond`` node of an exported program, nested subgraphs included."""
-    return [
-        node
-        for gm in ep.graph_module.modules()
-        if isinstance(gm, torch.fx.GraphModule)
-        for node in gm.graph.nodes
-        if node.target is torch.ops.higher_order.cond
-    ]
+def branch_nodes(ep) -> list:
+    """The node each converted if became in an exported program, nested subgraphs included: its
+    ``cond``, or the first ``torch.where`` of an if whose cheap sides both ran (control_flow._selected)."""
+    found = []
+    for gm in ep.graph_module.modules():
+        if not isinstance(gm, torch.fx.GraphModule):
+            continue
+        previous = ""  # (the wheres of one if, one per output, come one after another)
+        for node in gm.graph.nodes:
+            trace = node.meta.get("stack_trace") or ""
+            selected = node.target is torch.ops.aten.where.self and _IF_STMT in trace.rstrip().rsplit("\n", 1)[-1]
+            if node.target is torch.ops.higher_order.cond or (selected and trace != previous):
+                found.append(node)
+            previous = trace if selected else ""
+    return found
 
 
+_IF_STMT = ".if_stmt("  # (the emitted line, last in the node's stack trace)
 _SITE = re.compile(r"# (\S+:\d+)\s*$", re.M)
 
 
-def cond_sites(ep) -> set[str]:
-    """``file:line`` of the user's if behind each cond of ``ep`` (the emitted line's comment, in its stack trace)."""
-    return {sites[-1] for node in cond_nodes(ep) if (sites := _SITE.findall(node.meta.get("stack_trace") or ""))}
+def branch_sites(ep) -> set[str]:
+    """``file:line`` of the user's if behind each branch node of ``ep`` (the emitted line's comment, in its
+    stack trace)."""
+    return {sites[-1] for node in branch_nodes(ep) if (sites := _SITE.findall(node.meta.get("stack_trace") or ""))}
 
 
 @dataclass
@@ -51,14 +59,14 @@ class Report:
         return len(self.rewritten)
 
     def conds(self, ep) -> dict[str, int]:
-        """How many ``cond`` nodes of exported program ``ep`` each rewritten function produced.
+        """How many branch nodes (a cond, or an if's where) of exported program ``ep`` each rewritten function produced.
 
         Read from the nodes' stack traces, which name the rewritten code's file; a method
         whose count is 0 changed nothing in the graph.
         """
         counts = {rm.qualname: 0 for rm in self.rewritten}
         files = {rm.code_object.co_filename: rm.qualname for rm in self.rewritten}
-        for node in cond_nodes(ep):
+        for node in branch_nodes(ep):
             trace = node.meta.get("stack_trace") or ""
             for filename, qualname in files.items():
                 if f'"{filename}"' in trace:

@@ -19,7 +19,7 @@ from ..load.swap import swapped_in, swapped_out
 from ..runtime import settings
 from ..runtime.control_flow import rejection, torch_limit
 from .arguments import HOOKS
-from .discovery import discover
+from .discovery import discover, on_data
 from .failures import GENERATED, Swallowed, asked_equal, in_a_branch, kind_of, place, runtime_failure, sites
 from .guided import Guide, caught, first_line, why_left
 from .quiet import quiet
@@ -52,9 +52,9 @@ def plan(named: list, models: list, strict: bool) -> Report:
     needs is best effort (a function unbranch cannot rewrite is listed in report.skipped),
     unless ``strict``, where a tensor condition it cannot convert fails the context too."""
     targets = []
-    for t, h in named:  # a named function's decorators' wrappers run too: rewritten where they can be
+    for t, h in named:  # a named function's decorators' wrappers run too: those branching on data are rewritten
         targets += [(innermost_function, t, {"strict": strict, **h}, True)]
-        targets += [(_as_is, w, {"strict": strict}, False) for w in wrappers(t)]
+        targets += [(_as_is, w, {"strict": strict}, False) for w in wrappers(t) if on_data(w)]
     for model in models:
         targets += [
             (innermost_function, t, {**MODEL_OPTIONS, "strict": strict, **h}, strict) for t, h in discover(model)

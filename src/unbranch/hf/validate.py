@@ -29,7 +29,7 @@ from torch.utils import _pytree as pytree
 from ..api import export
 from ..exporting.failures import kind_of
 from ..exporting.quiet import quiet
-from ..exporting.report import cond_nodes, cond_sites, observe_branches, report_of
+from ..exporting.report import branch_nodes, branch_sites, observe_branches, report_of
 from .catalog import stale_entries
 from .zoo import MODELS
 
@@ -289,7 +289,7 @@ def _exports(res: Result, subj: Subject, model, example, shapes, strict: bool, o
     try:
         ep = _unbranch_export(model, example, shapes, strict)
         report = report_of(ep)
-        res.rewritten, res.conds = "ok", len(cond_nodes(ep))
+        res.rewritten, res.conds = "ok", len(branch_nodes(ep))
     except Exception as e:
         report = getattr(e, "report", None)
         res.rewritten, res.rewritten_where = error_line(e), _where(e)
@@ -341,7 +341,7 @@ def _compare(res: Result, cases: dict, plain, ep, report, onnx_export) -> None:
             for site, sides in seen.items():
                 res.sides.setdefault(site, set()).update(sides)
     sites = _tensor_sites(report) if report is not None else set()
-    if ep is not None and (in_program := cond_sites(ep)):
+    if ep is not None and (in_program := branch_sites(ep)):
         sites &= in_program  # an if a flag decides before the data (`output_attentions and t.any()`) has no cond
     res.sides = {site: sorted(sides) for site, sides in res.sides.items() if site in sites}
 

@@ -15,11 +15,12 @@ import traceback
 
 import torch
 from torch._prims_common import is_contiguous_or_false
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_true
 from torch.utils import _pytree as pytree
 
 from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller, settled
 from .jumps import accelerator, tensorised
+from .settings import current
 
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = ["and_", "given", "if_exp", "if_stmt", "not_", "or_", "pick", "right_needed"]
@@ -29,7 +30,17 @@ observers: list = []
 
 
 def if_stmt(
-    pred, then_fn, else_fn, operands=(), mutated=(), tensor_outputs=True, kept=(), literals=(), in_place=(), keep=None
+    pred,
+    then_fn,
+    else_fn,
+    operands=(),
+    mutated=(),
+    tensor_outputs=True,
+    kept=(),
+    literals=(),
+    in_place=(),
+    keep=None,
+    elementwise=None,
 ):
     """Run ``then_fn(*operands)`` or ``else_fn(*operands)``; a ``torch.cond`` when ``pred`` is symbolic.
 
@@ -49,6 +60,9 @@ def if_stmt(
     ``keep``: ("then" or "else", why the other side cannot be traced, the if's file:line): under export
     only that side runs, after a check that the condition takes it (the program raises on an input
     taking the other).
+    ``elementwise``: how many elementwise operations both sides make, when that is all they do
+    (compiler.analysis.cost): under a tensor condition both may run and ``torch.where`` choose their
+    values, as the settings' ``branches`` say (``_where_pays``).
     """
     pred = settled(pred)
     if keep is not None and is_symbolic(pred):
@@ -74,6 +88,10 @@ def if_stmt(
     _refuse_strict_autocast(origin_of_caller(1), "if")
     if isinstance(pred, torch.SymBool) and free_unbacked_symbols(pred):
         pred = torch.full((), pred, dtype=torch.bool)  # data (``t.item() > 0``): a tensor, never a guard
+    if elementwise is not None and isinstance(pred, torch.Tensor) and _where_pays(elementwise, operands):
+        chosen = _selected(pred, then_fn(*operands), else_fn(*operands))
+        if chosen is not None:
+            return chosen
     try:
         return _cond(pred, then_fn, else_fn, operands, mutated, kept, literals, in_place)
     except Exception as e:  # under strict export dynamo never lets torch's own errors reach here
@@ -94,6 +112,50 @@ def if_stmt(
             return _cond(pred, then_fn, else_fn, operands, everything, kept, literals, (*in_place, *unseen))
         # (through fail: under strict export torch 2.14's dynamo cannot build the project's error)
         fail(f"{origin_of_caller(1)}: torch.cond rejected this if on a tensor condition: {rejection(e)}", "if", e)
+
+
+# how an if whose sides are a few elementwise operations lowers (``branches=``): "auto" evaluates both
+# and selects with torch.where when they are at most CHEAP_OPS operations on at most CHEAP_ELEMENTS
+# elements (the example's), where that measured faster than a cond (benchmarks/cheap_branches.py);
+# "where" whenever the sides are elementwise; "cond" never
+BRANCH_MODES = ("auto", "where", "cond")
+CHEAP_OPS = 8
+CHEAP_ELEMENTS = 1 << 16
+
+
+def _where_pays(ops: int, operands) -> bool:
+    mode = current().branches
+    if mode != "auto" or torch.compiler.is_dynamo_compiling():
+        return mode == "where" and not torch.compiler.is_dynamo_compiling()
+    sizes = [_example_numel(t) for t in pytree.tree_leaves(operands) if isinstance(t, torch.Tensor)]
+    return ops <= CHEAP_OPS and all(n is not None and n <= CHEAP_ELEMENTS for n in sizes)
+
+
+def _example_numel(t) -> int | None:
+    """How many elements ``t`` has in the example traced (None for a size decided by data)."""
+    n = t.numel()
+    return n.node.hint if isinstance(n, torch.SymInt) else n
+
+
+def _selected(pred, then_out, else_out):
+    """``torch.where(pred, a, b)`` of each pair of the sides' tensors; None where they do not pair up
+    (another structure, dtype, device or shape: a cond merges those, or refuses them)."""
+    then_leaves, spec = pytree.tree_flatten(then_out)
+    else_leaves, else_spec = pytree.tree_flatten(else_out)
+    if spec != else_spec:
+        return None
+    chosen = []
+    for a, b in zip(then_leaves, else_leaves):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            if a is not b:
+                return None
+            chosen.append(a)  # (the same object either way: a flag, a name neither side rebinds)
+            continue
+        same = a.dtype == b.dtype and a.device == b.device and a.dim() == b.dim()
+        if not (same and all(statically_known_true(m == n) for m, n in zip(a.shape, b.shape))):
+            return None
+        chosen.append(torch.where(pred if pred.device == a.device else pred.to(a.device), a, b))
+    return pytree.tree_unflatten(chosen, spec)
 
 
 def _one_side(pred, then_fn, else_fn, operands, keep):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..analysis.classify import SHAPE
+from ..analysis.cost import elementwise_ops
 from ..analysis.effects import block_effects, built_containers, private_containers
 from ..analysis.flow import ends_in_return, returns_through_ifs
 from ..analysis.liveness import ALL, assigned, live_in, meet, orelse_body, surroundings
@@ -186,6 +187,10 @@ class IfToCond(Pass):
         if binds_python_values(body + orelse, set(outputs or ()) - set(flags)):
             # a shape condition then specialises, as a plain if would
             args.append(keyword("tensor_outputs", cst.Name("False")))
+        elif not (mutated or kept or flags or one_side is not None):
+            ops = _sum_or_none(elementwise_ops(body), elementwise_ops(orelse))
+            if ops is not None:  # (the runtime may evaluate both sides and torch.where the results)
+                args.append(keyword("elementwise", cst.Integer(str(ops))))
         call = cst.Call(cst.Attribute(cst.Name(ctx.runtime), cst.Name("if_stmt")), args)
         stmt = call_statement(outputs, call, returns=returns)
         if updated.body.header.comment is not None:
@@ -305,3 +310,7 @@ def _dead_dels(stmts, live_after) -> set[int]:
         if not names & (set(live_after) | block_reads(stmts[k + 1 :]) | block_writes(stmts[k + 1 :])):
             dead.add(id(s))
     return dead
+
+
+def _sum_or_none(*counts):
+    return None if None in counts else sum(counts)
