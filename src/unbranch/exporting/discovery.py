@@ -27,7 +27,7 @@ from ..compiler.source import get_source, innermost_function
 from ..errors import UnbranchError
 from ..load import cache
 from ..load.rewriting import is_method
-from .failures import is_user_file
+from .failures import in_torch, is_user_file
 
 # lookups (a class -> rewrite specs, or None) that integrations register: unbranch.hf.catalog's
 # transformers catalogue; the compiler itself knows no model library
@@ -193,5 +193,6 @@ def _global(fn: types.FunctionType, parts: list[str]):
 
 
 def _followable(target) -> bool:
+    """User code: torch's own user-level packages are rewritten only where torch names them."""
     fn = _function(target)
-    return fn is not None and is_user_file(fn.__code__.co_filename)
+    return fn is not None and is_user_file(fn.__code__.co_filename) and not in_torch(fn.__code__.co_filename)

@@ -83,6 +83,10 @@ _TORCH_USER_LEVEL = tuple(
 _TORCH_MACHINERY = tuple(os.path.join(_TORCH, "nn", "modules", name) for name in ("module.py", "container.py"))
 
 
+def in_torch(path: str) -> bool:
+    return path.startswith(_TORCH)
+
+
 def is_user_file(path: str) -> bool:
     """Code unbranch may rewrite: not torch (but for its user-level packages), not unbranch itself, not
     the standard library."""

@@ -116,7 +116,8 @@ def if_stmt(
 
 # how an if whose sides are a few elementwise operations lowers (``branches=``): "auto" evaluates both
 # and selects with torch.where when they are at most CHEAP_OPS operations on at most CHEAP_ELEMENTS
-# elements (the example's), where that measured faster than a cond (benchmarks/cheap_branches.py);
+# elements (the example's), where that measured faster than a cond (benchmarks/cheap_branches.py),
+# but for ExecuTorch (target="executorch"), which runs the where slower (benchmarks/deploy_matrix.py);
 # "where" whenever the sides are elementwise; "cond" never
 BRANCH_MODES = ("auto", "where", "cond")
 CHEAP_OPS = 8
@@ -125,7 +126,7 @@ CHEAP_ELEMENTS = 1 << 16
 
 def _where_pays(ops: int, operands) -> bool:
     mode = current().branches
-    if mode != "auto" or torch.compiler.is_dynamo_compiling():
+    if mode != "auto" or torch.compiler.is_dynamo_compiling() or current().target == "executorch":
         return mode == "where" and not torch.compiler.is_dynamo_compiling()
     sizes = [_example_numel(t) for t in pytree.tree_leaves(operands) if isinstance(t, torch.Tensor)]
     return ops <= CHEAP_OPS and all(n is not None and n <= CHEAP_ELEMENTS for n in sizes)
