@@ -131,3 +131,25 @@ def test_a_dim_the_user_shares_between_inputs_is_no_narrowing(strict, recwarn):
         for n in (3, 16, 40):  # each side of the if
             a, b = torch.randn(2, n), torch.randn(2, n)
             assert_same(program.module()(a, b), model(a, b))
+
+
+class PaddedList(torch.nn.Module):
+    def forward(self, pair, c):
+        a, b = pair
+        if a.shape[-1] < 16:
+            a, b, c = (F.pad(t, (0, 16 - t.shape[-1])) for t in (a, b, c))
+        return a * b + c
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_a_dim_shared_inside_a_list_argument_is_no_narrowing(strict, recwarn):
+    """The Dim given to tensors inside a list (``L['pair'][1].size()[1]``) is what was asked too; and an
+    argument that is no tensor itself never stops the export (it crashed on one)."""
+    width = Dim("width", min=2, max=64)
+    spec = ([{1: width}, {1: width}], {1: width})
+    model, example = PaddedList(), ([torch.randn(2, 10), torch.randn(2, 10)], torch.randn(2, 10))
+    ep = unbranch.export(model, example, dynamic_shapes=spec, strict=strict)
+    assert not [w for w in recwarn if "accepts less" in str(w.message)]
+    for n in (3, 16, 40):  # each side of the if
+        args = ([torch.randn(2, n), torch.randn(2, n)], torch.randn(2, n))
+        assert_same(ep.module()(*args), model(*args))

@@ -485,15 +485,25 @@ def asked_equal(mod, args, kwargs, dynamic_shapes) -> frozenset[str]:
     specs = dynamic_shapes.items() if isinstance(dynamic_shapes, dict) else zip(bound, dynamic_shapes)
     sharing: dict[str, list[str]] = {}
     for name, spec in specs:
-        dims = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (list, tuple)) else ()
-        # (non-strict export names an argument; strict export its place among the flattened inputs)
-        sources = [f"L['{name}']"] + [f"L['flat_args'][{leaves.index(id(bound[name]))}]"] * (
-            id(bound.get(name)) in leaves
-        )
-        for i, dim in dims:
-            if isinstance(dim, torch.export.Dim):  # a named Dim (not a hint, not a number)
-                sharing.setdefault(dim.__name__, []).extend(f"{source}.size()[{i}]" for source in sources)
+        for source, tensor, i, dim in _named_dims(f"L['{name}']", bound.get(name), spec):
+            # (non-strict export names an argument; strict export its place among the flattened inputs)
+            flat = [f"L['flat_args'][{leaves.index(id(tensor))}]"] if id(tensor) in leaves else []
+            sharing.setdefault(dim.__name__, []).extend(f"{s}.size()[{i}]" for s in (source, *flat))
     return frozenset(f"{a} == {b}" for group in sharing.values() for a in group for b in group if a != b)
+
+
+def _named_dims(source: str, value, spec):
+    """(source, tensor, dimension, Dim) of each named ``Dim`` (not a hint, not a number) that ``spec``
+    gives a tensor in ``value``, also inside lists, tuples and dicts of them."""
+    if isinstance(value, torch.Tensor):
+        dims = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (list, tuple)) else ()
+        yield from ((source, value, i, dim) for i, dim in dims if isinstance(dim, torch.export.Dim))
+    elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+        for k, (item, inner) in enumerate(zip(value, spec)):
+            yield from _named_dims(f"{source}[{k}]", item, inner)
+    elif isinstance(value, dict) and isinstance(spec, dict):
+        for key in spec.keys() & value.keys():
+            yield from _named_dims(f"{source}[{key!r}]", value[key], spec[key])
 
 
 # a branch (if, while, a conditional expression), or Python's int/float of a size
