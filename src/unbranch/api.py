@@ -72,9 +72,8 @@ def export(
     check_modes("export", checks, branches)
     guide = Guide(model=mod, one_sided=one_sided, asked=asked_equal(mod, args, kwargs, dynamic_shapes))
     try:
-        with one_export(
-            checks, branches
-        ):  # (one at a time in the process, torch's defaults kept: see exporting.session)
+        # (one at a time in the process, torch's defaults kept: see exporting.session)
+        with one_export(checks, branches):
             ep = guide.run(
                 lambda: torch.export.export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict, **options)
             )

@@ -25,6 +25,10 @@ class SourceInfo:
     def sha(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
+    def holds(self, path: str | None, line: int | None) -> bool:
+        """Is ``path``:``line`` a line of this function as written?"""
+        return path == self.path and line is not None and self.line <= line < self.line + self.text.count("\n")
+
 
 def _descriptor_function(obj):
     """The callable behind a method, a static/classmethod or a property (its getter)."""

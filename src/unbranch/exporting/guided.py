@@ -279,10 +279,7 @@ class Guide:
 
     def _speculative_at(self, path: str | None, line: int | None) -> bool:
         """Is ``path``:``line`` in a function rewritten speculatively?"""
-        return line is not None and any(
-            rm.source.path == path and rm.source.line <= line < rm.source.line + rm.source.text.count("\n")
-            for rm in (self.rewritten[key] for key in self.speculative)
-        )
+        return any(self.rewritten[key].source.holds(path, line) for key in self.speculative)
 
     def _drop(self, attempt: Attempt) -> None:
         """The export failed with speculative rewrites in, where the precise path may not (a cond refused
@@ -355,10 +352,9 @@ class Guide:
         if not unmerged(error.reason) or error.path is None or error.line is None:
             return False
         for key, rm in self.rewritten.items():
-            first, text = rm.source.line, rm.source.text
-            if rm.source.path != error.path or not first <= error.line < first + text.count("\n"):
+            if not rm.source.holds(error.path, error.line):
                 continue
-            line = error.line - first + 1
+            line = error.line - rm.source.line + 1
             if line in self.continue_at.get(key, ()):  # (moved already: the value is the function's result)
                 return _gives_result(rm.source.text, line) and self._continue_in_caller(
                     key, rm.code_object, raised, attempt
@@ -484,10 +480,9 @@ class Guide:
             return False
         path, line, side, why = found
         for key, rm in list(self.rewritten.items()):
-            first = rm.source.line
-            if rm.source.path != path or not first <= line < first + rm.source.text.count("\n"):
+            if not rm.source.holds(path, line):
                 continue
-            local = line - first + 1
+            local = line - rm.source.line + 1
             kept = "else" if side == "then" else "then"
             sides = self.one_side.setdefault(key, {})
             if local in sides:

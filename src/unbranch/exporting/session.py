@@ -274,7 +274,7 @@ def _at_site(site, kind: str, report: Report) -> UnbranchError:
     if site.path.startswith(GENERATED):  # rewritten code, where a construct was left as Python
         why = why_left(report.rewritten, site)
         return UnbranchError(f"{stops}: {why}", site.path, site.line, construct)
-    named = [rm for rm in report.rewritten if rm.source.path == site.path and _spans(rm.source, site.line)]
+    named = [rm for rm in report.rewritten if rm.source.holds(site.path, site.line)]
     if named:  # named and rewritten, yet the original ran
         return UnbranchError(
             f"{stops} in {site.name}() ({site.text}): this context rewrote {named[0].qualname}, but torch ran "
@@ -285,7 +285,7 @@ def _at_site(site, kind: str, report: Report) -> UnbranchError:
             site.line,
             construct,
         )
-    unchanged = [rm for rm in report.unchanged if rm.source.path == site.path and _spans(rm.source, site.line)]
+    unchanged = [rm for rm in report.unchanged if rm.source.holds(site.path, site.line)]
     if unchanged:  # named, and nothing in it is control flow this context converts
         return UnbranchError(
             f"{stops} in {site.name}() ({site.text}): {_unconverted(unchanged[0])}", site.path, site.line, construct
@@ -310,10 +310,6 @@ def _unconverted(rm) -> str:
             "unbranch.export(...)"
         )
     return f"{rm.qualname} was named, but this line needs a Python value computed from data, which no conversion gives"
-
-
-def _spans(source, line: int) -> bool:
-    return source.line <= line < source.line + source.text.count("\n")
 
 
 # what a failure kind (failures.kind_of) tells the user, and the construct it names

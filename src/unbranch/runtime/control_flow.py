@@ -125,9 +125,11 @@ CHEAP_ELEMENTS = 1 << 16
 
 
 def _where_pays(ops: int, operands) -> bool:
-    mode = current().branches
-    if mode != "auto" or torch.compiler.is_dynamo_compiling() or current().target == "executorch":
-        return mode == "where" and not torch.compiler.is_dynamo_compiling()
+    if torch.compiler.is_dynamo_compiling():
+        return False  # (strict export keeps the cond)
+    settings = current()
+    if settings.branches != "auto" or settings.target == "executorch":
+        return settings.branches == "where"
     sizes = [_example_numel(t) for t in pytree.tree_leaves(operands) if isinstance(t, torch.Tensor)]
     return ops <= CHEAP_OPS and all(n is not None and n <= CHEAP_ELEMENTS for n in sizes)
 

@@ -155,10 +155,9 @@ class Conversions(Pass):
         if args[0].keyword is not None or args[0].star:
             return updated
         kind = self.ctx.classifier.kind(original.args[0].value)
-        sizes = self.ctx.shape_conditions and _of_sizes(func.value, kind)
-        if kind == STATIC or (func.value != "len" and not _maybe_data(kind, isinstance(args[0].value, cst.Call))):
-            if not sizes:
-                return updated
+        data = kind != STATIC and (func.value == "len" or _maybe_data(kind, isinstance(args[0].value, cst.Call)))
+        if not (data or (self.ctx.shape_conditions and _of_sizes(func.value, kind))):
+            return updated
         value = args[0].value
         inner = value.func if isinstance(value, cst.Call) and not value.args else None
         if func.value != "len" and isinstance(inner, cst.Attribute) and inner.attr.value == "item":

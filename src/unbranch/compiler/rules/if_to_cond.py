@@ -188,7 +188,7 @@ class IfToCond(Pass):
             # a shape condition then specialises, as a plain if would
             args.append(keyword("tensor_outputs", cst.Name("False")))
         elif not (mutated or kept or flags or one_side is not None):
-            ops = _sum_or_none(elementwise_ops(body), elementwise_ops(orelse))
+            ops = elementwise_ops(body + orelse)
             if ops is not None:  # (the runtime may evaluate both sides and torch.where the results)
                 args.append(keyword("elementwise", cst.Integer(str(ops))))
         call = cst.Call(cst.Attribute(cst.Name(ctx.runtime), cst.Name("if_stmt")), args)
@@ -310,7 +310,3 @@ def _dead_dels(stmts, live_after) -> set[int]:
         if not names & (set(live_after) | block_reads(stmts[k + 1 :]) | block_writes(stmts[k + 1 :])):
             dead.add(id(s))
     return dead
-
-
-def _sum_or_none(*counts):
-    return None if None in counts else sum(counts)
