@@ -1,8 +1,15 @@
-"""State shared by the passes of one rewrite: options, namer, classifier, origins, notes."""
+"""What the passes of one rewrite read (options, namer, classifier, origins), and what each returns.
+
+A pass never writes the Context it is given: what it did (notes, functions it wrote for user code,
+kinds of candidate it made, flags) goes into its own ``Run``, which ``Pass.apply`` returns and
+from which the pipeline makes the Context of the passes after it (``Context.after``).
+"""
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import dataclasses
 import functools
 import re
 from collections.abc import Callable
@@ -55,11 +62,57 @@ class Note:
 
 
 @dataclass
+class Run:
+    """One pass's run over a function: the statement it is at, and what it did, for the pipeline."""
+
+    where: int | None = None  # origin of the statement the pass is in (for nodes it builds, and its bugs)
+    notes: list = field(default_factory=list)
+    generated: set = field(default_factory=set)  # functions it wrote to hold user code (rest of a function)
+    kinds: set = field(default_factory=set)  # kinds of candidate it wrote beyond its PRODUCES (passes.Kind)
+    # flags it made for a break (or return) in a for loop whose whole body they guard: once one is
+    # set, the loop's remaining steps do nothing, and an eager run may stop (the loops' ``stops``)
+    stop_flags: set = field(default_factory=set)
+    helpers: dict = field(default_factory=dict)  # functions it wrote -> argument positions they change
+    flags_tested: bool = False  # a construct it left as Python tests a name unbranch made (a jump flag)
+
+    def absorb(self, other: Run) -> None:
+        """Add what ``other`` (the same pass, run on a function this one wrote) did."""
+        self.notes += other.notes
+        self.generated |= other.generated
+        self.kinds |= other.kinds
+        self.stop_flags |= other.stop_flags
+        self.helpers.update(other.helpers)
+        self.flags_tested = self.flags_tested or other.flags_tested
+
+
+class Helpers:
+    """The callers' ``mutating_helpers`` and the functions the passes wrote: which arguments they change."""
+
+    def __init__(self, base, written):
+        self.base, self.written = base, written
+
+    def get(self, callee, default=()):
+        if callee in self.written:
+            return self.written[callee] or default
+        return self.base.get(callee, default) if self.base is not None else default
+
+
+def _with_written(helpers, written: dict):
+    """``helpers`` (a ``mutating_helpers``) with the functions in ``written`` too."""
+    if not written:
+        return helpers
+    if isinstance(helpers, Helpers):
+        return Helpers(helpers.base, {**helpers.written, **written})
+    return Helpers(helpers, dict(written))
+
+
+@dataclass(frozen=True)
 class Context:
     source: SourceInfo
     module: cst.Module
     classifier: Classifier
     namer: Namer
+    function: cst.FunctionDef  # before any pass (its blocks in the passes' shape)
     runtime: str = "_ub"
     prefix: str = "branch_cond"
     filter_node: Callable | None = None
@@ -67,15 +120,11 @@ class Context:
     shape_conditions: bool = True  # dispatch ifs on sizes alone (else they stay plain Python)
     self_name: str | None = None
     mutating_helpers: object = field(default_factory=dict)  # callee text -> argument positions it changes (.get)
-    function: cst.FunctionDef | None = None  # before any pass (its blocks in the passes' shape)
     tree: ast.FunctionDef | None = None  # the source's ``ast``, while the passes' tree is made from it alone
-    notes: list = field(default_factory=list)
     origins: Origins = field(default_factory=Origins)
-    where: int | None = None  # origin of the statement the running pass is in (for nodes it builds)
-    generated: set = field(default_factory=set)  # functions a pass wrote to hold user code (rest of a function)
-    flags_left_python: bool = False  # a construct left as Python tests a name unbranch made (a jump flag)
+    generated: frozenset = frozenset()  # functions the passes so far wrote to hold user code
     # the kinds of candidate the screen found and the passes so far wrote; None: any (a hook wrote the tree)
-    kinds: set | None = None
+    kinds: frozenset | None = None
     # lines (in the function's text) of dispatched ifs after which the rest moves into both branches
     # whatever their outputs (torch named each for a value a cond cannot give: Options.continue_at)
     continue_at: frozenset = frozenset()
@@ -83,13 +132,54 @@ class Context:
     one_side: dict = field(default_factory=dict)  # line -> (side kept, why the other is not): Options.one_side
     one_sided: bool = False  # also an if on values may keep one side (else only one on sizes)
     named: bool = False  # torch's export named this function (Options.lengths): what may be data is data
-    # flags JumpFlags made for a break (or return) in a for loop whose whole body they guard: once one
-    # is set, the loop's remaining steps do nothing, and an eager run may stop (the loops' ``stops``)
-    stop_flags: set = field(default_factory=set)
+    stop_flags: frozenset = frozenset()  # the passes' Run.stop_flags so far
+    run: Run = field(default_factory=Run)  # the running pass's own (``for_pass``)
+
+    def for_pass(self, generated=None) -> Context:
+        """This Context with a fresh Run for one pass to fill (``generated``: the functions it runs on
+        as on functions of their own, if more than the passes before wrote)."""
+        return self._replace(run=Run(), generated=self.generated if generated is None else generated)
+
+    def after(self, run: Run, kinds) -> Context:
+        """The Context of the passes after the one that did ``run`` (``kinds``: now possible)."""
+        return self._replace(
+            generated=self.generated | run.generated,
+            kinds=kinds,
+            stop_flags=self.stop_flags | run.stop_flags,
+            mutating_helpers=_with_written(self.mutating_helpers, run.helpers),
+            run=Run(),
+        )
+
+    def _replace(self, **changes) -> Context:
+        """A copy with ``changes``, keeping what was computed of the function (none of it changes)."""
+        new = dataclasses.replace(self, **changes)
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k in _COMPUTED})
+        return new
+
+    @contextlib.contextmanager
+    def bugs_placed(self):
+        """An exception a pass did not mean (a bug of unbranch's) reaches the user as an
+        UnbranchError placed at the statement being compiled, the original chained."""
+        try:
+            yield
+        except UnbranchError:
+            raise
+        except Exception as e:
+            raise UnbranchError(
+                f"unbranch failed while compiling this function ({type(e).__name__}: {e}); this is a bug of "
+                "unbranch's, please report it with the function's source",
+                self.source.path,
+                self.source.line + (self.run.where or 1) - 1,
+                "compiler",
+            ) from e
+
+    def helpers(self):
+        """``mutating_helpers`` with the functions the running pass wrote so far."""
+        return _with_written(self.mutating_helpers, self.run.helpers)
 
     def may_hold(self, kind) -> bool:
         """Could the tree hold a candidate of ``kind`` (``passes.Kind``)?"""
-        return self.kinds is None or kind in self.kinds
+        return self.kinds is None or kind in self.kinds or kind in self.run.kinds
 
     @functools.cached_property
     def closures(self) -> list:
@@ -153,7 +243,7 @@ class Context:
         """Line in the original file of ``node``: its origin, else the statement being rewritten."""
         line = self.origins.line(node)
         if line is None:
-            line = self.where or 1
+            line = self.run.where or 1
         return self.source.line + line - 1
 
     def error(self, message: str, node, construct: str) -> UnbranchError:
@@ -161,10 +251,14 @@ class Context:
 
     def note(self, node, kind: str, detail: str) -> None:
         has_condition = isinstance(node, cst.For) or getattr(node, "test", None) is not None
-        self.notes.append(Note(self.line_of(node), kind, detail, self.condition_kind(node) if has_condition else ""))
+        condition = self.condition_kind(node) if has_condition else ""
+        self.run.notes.append(Note(self.line_of(node), kind, detail, condition))
 
     def runtime_call(self, func: str, *args: cst.BaseExpression) -> cst.Call:
         return cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name(func)), [cst.Arg(a) for a in args])
+
+
+_COMPUTED = ("closures", "source_names", "_changes")  # Context's cached properties
 
 
 def taken_names(text: str, extra=()) -> set[str]:

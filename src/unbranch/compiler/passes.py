@@ -28,6 +28,7 @@ from .analysis.classify import STATIC, TENSOR, UNKNOWN
 from .analysis.liveness import analyse_function
 from .analysis.names import OwnScope, expr_reads
 from .analysis.walk import LAYOUT, STRUCTURE, hooks_layout, is_a, transform
+from .context import Run
 from .origins import Inheriting
 
 
@@ -121,12 +122,16 @@ class Pass(OwnScope, Inheriting):
         return analyse_function(self.fn) if "liveness" in self.NEEDS else None
 
     @classmethod
-    def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
-        done = transform(fn, cls(fn, ctx))
+    def apply(cls, fn: cst.FunctionDef, ctx) -> tuple[cst.FunctionDef, Run]:
+        """``fn`` rewritten, and what the pass did; ``ctx`` is left as it was."""
+        ctx = ctx.for_pass()
+        with ctx.bugs_placed():
+            done = transform(fn, cls(fn, ctx))
         ctx.origins.inherit(done, fn)
-        if ctx.generated:  # functions holding the user's code (EarlyReturn's rest): rewritten like fn itself
-            done = transform(done, _Generated(cls, ctx, done))
-        return done
+        generated = ctx.generated | ctx.run.generated
+        if generated:  # functions holding the user's code (EarlyReturn's rest): rewritten like fn itself
+            done = transform(done, _Generated(cls, ctx.for_pass(generated), done, ctx.run))
+        return done, ctx.run
 
     def visit_FunctionDef(self, node) -> bool:
         return node is self.fn
@@ -155,14 +160,14 @@ class Pass(OwnScope, Inheriting):
         line = self.ctx.origins.line(node) if is_a(type(node), _STATEMENTS) else None
         if line is not None:
             self._where.append(line)
-            self.ctx.where = line
+            self.ctx.run.where = line
         return super().on_visit(node)
 
     def on_leave(self, original, updated):
         result = super().on_leave(original, updated)
         if self._where and is_a(type(original), _STATEMENTS) and self.ctx.origins.line(original) is not None:
             self._where.pop()
-            self.ctx.where = self._where[-1] if self._where else None
+            self.ctx.run.where = self._where[-1] if self._where else None
         return result
 
     def leave_as_python(self, original, updated, reason: str, construct: str):
@@ -180,7 +185,7 @@ class Pass(OwnScope, Inheriting):
         if not isinstance(updated, (cst.If, cst.While, cst.IfExp)):
             return updated
         if expr_reads(updated.test) - ctx.source_names - {ctx.runtime}:
-            ctx.flags_left_python = True  # a flag JumpFlags made, now tested by plain Python
+            ctx.run.flags_tested = True  # a flag JumpFlags made, now tested by plain Python
         why = [cst.SimpleString(repr(reason)), cst.SimpleString(repr(construct))]
         return updated.with_changes(test=ctx.runtime_call("unconverted", updated.test, *why))
 
@@ -205,11 +210,11 @@ def _hooks_lines(kind: type) -> bool:
 
 class _Generated(Inheriting):
     """Runs a pass on each function in ``ctx.generated`` found in a tree, as on a function of its own
-    (the statements it rebuilds around one keep their lines)."""
+    (the statements it rebuilds around one keep their lines); what it did goes into ``run``."""
 
-    def __init__(self, step, ctx, root):
+    def __init__(self, step, ctx, root, run):
         super().__init__(ctx.origins)
-        self.step, self.ctx, self.root = step, ctx, root
+        self.step, self.ctx, self.root, self.run = step, ctx, root, run
 
     def on_visit(self, node) -> bool:
         return self.enters(type(node)) and super().on_visit(node)  # functions are statements
@@ -224,6 +229,7 @@ class _Generated(Inheriting):
     def leave_FunctionDef(self, original, updated):
         if original is self.root or original.name.value not in self.ctx.generated:
             return updated
-        done = self.step.apply(updated, self.ctx)
+        done, run = self.step.apply(updated, self.ctx)
+        self.run.absorb(run)
         self.ctx.origins.inherit(done, original)
         return done

@@ -10,7 +10,6 @@ pass declares are computed on the tree it gets.
 from __future__ import annotations
 
 import ast
-import contextlib
 import functools
 import gc
 import re
@@ -189,70 +188,54 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
     namer = Namer(taken_names(info.text, global_names))
     runtime = namer.new("_ub")
     classifier.runtime = runtime  # what the passes write keeps its kind: `_ub.bool_(t)` is `bool(t)`
-    ctx = Context(
-        source=info,
-        module=module,
-        classifier=classifier,
-        namer=namer,
-        runtime=runtime,
-        prefix=options.prefix,
-        filter_node=options.filter_node,
-        strict=options.strict,
-        shape_conditions=options.shape_conditions,
-        self_name=classifier.self_name,
-        function=fn,
-        tree=fn_ast if options.pre_rewriter is None else None,
-        origins=origins,
-        mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
-        kinds=None if hooked else wanted,  # (the same set, grown below)
-        continue_at=frozenset(options.continue_at),
-        continue_calls=frozenset(options.continue_calls),
-        one_side={line: (side, why) for line, side, why in options.one_side},
-        one_sided=options.one_sided,
-        named=options.lengths,
-    )
     new = fn
     if options.pre_rewriter is not None:
         new = _hook(options.pre_rewriter, new, info, "pre_rewriter")
         if origins.line(new) is None:  # the hook rebuilt the tree: its statements need their lines again
             origins.adopt(new, module.with_changes(body=[new, *module.body[1:]]).code, info.text)
     new, layout = suites.expand(new, origins)  # one shape of block for every pass
-    ctx.function = new
-    with _internal(ctx):
-        for step in steps:
-            if hooked or wanted & step.HANDLES:
-                new = step.apply(new, ctx)
-                wanted |= step.PRODUCES
+    ctx = Context(
+        source=info,
+        module=module,
+        classifier=classifier,
+        namer=namer,
+        function=new,
+        runtime=runtime,
+        prefix=options.prefix,
+        filter_node=options.filter_node,
+        strict=options.strict,
+        shape_conditions=options.shape_conditions,
+        self_name=classifier.self_name,
+        tree=fn_ast if options.pre_rewriter is None else None,
+        origins=origins,
+        mutating_helpers=mutating_helpers if mutating_helpers is not None else {},
+        kinds=None if hooked else frozenset(wanted),
+        continue_at=frozenset(options.continue_at),
+        continue_calls=frozenset(options.continue_calls),
+        one_side={line: (side, why) for line, side, why in options.one_side},
+        one_sided=options.one_sided,
+        named=options.lengths,
+    )
+    notes, flags_tested = [], False
+    for step in steps:
+        if hooked or wanted & step.HANDLES:
+            new, run = step.apply(new, ctx)
+            notes += run.notes
+            flags_tested = flags_tested or run.flags_tested
+            wanted |= step.PRODUCES | run.kinds
+            ctx = ctx.after(run, None if hooked else frozenset(wanted))
+    with ctx.bugs_placed():
         new = layout.restore(new)  # the user's layout wherever no pass changed the code
-    if ctx.flags_left_python and JumpFlags not in skip:
+    if flags_tested and JumpFlags not in skip:
         # jumps lowered to flags that an if left as Python then tests: under export that if would
         # meet a flag tensor where the plain loop guarded on sizes; keep the jumps as written
         return _compile(info, options, global_names, mutating_helpers, skip=(JumpFlags,))
     if options.post_rewriter is not None:
         new = _hook(options.post_rewriter, new, info, "post_rewriter")
-    if not ctx.notes and new.deep_equals(fn):  # normalising may change code without a note
-        return Compiled(info.text, False, ctx.notes, runtime)
+    if not notes and new.deep_equals(fn):  # normalising may change code without a note
+        return Compiled(info.text, False, notes, runtime)
     out = module.with_changes(body=[new, *module.body[1:]])
-    return Compiled(verbatim.code(out, module, fn_ast, info.text), True, ctx.notes, runtime, out, origins)
-
-
-@contextlib.contextmanager
-def _internal(ctx: Context):
-    """An exception a pass did not mean (a bug of unbranch's) reaches the user as an
-    UnbranchError placed at the statement being compiled, the original chained."""
-    try:
-        yield
-    except UnbranchError:
-        raise
-    except Exception as e:
-        where = ctx.source.line + (ctx.where or 1) - 1
-        raise UnbranchError(
-            f"unbranch failed while compiling this function ({type(e).__name__}: {e}); this is a bug of "
-            "unbranch's, please report it with the function's source",
-            ctx.source.path,
-            where,
-            "compiler",
-        ) from e
+    return Compiled(verbatim.code(out, module, fn_ast, info.text), True, notes, runtime, out, origins)
 
 
 def _hook(hook, fn, info, name):

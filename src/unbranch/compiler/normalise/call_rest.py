@@ -201,7 +201,7 @@ class RestAfterCall(Pass):
         if not ends_in_return(stmts):
             stmts = [*stmts, cst.SimpleStatementLine([cst.Return(cst.Name("None"))])]  # falling off the end
         rest_def = branch_def(rest, [value, *inputs], stmts, []).with_changes(leading_lines=s.leading_lines)
-        ctx.generated.add(rest)  # the passes after this one rewrite it as a function of their own
+        ctx.run.generated.add(rest)  # the passes after this one rewrite it as a function of their own
         handed = cst.Tuple([cst.Element(cst.Name(p)) for p in inputs])
         made = ctx.runtime_call("continued", cst.Name(rest), handed, call.func)
         made = made.with_changes(args=[*made.args, *call.args])

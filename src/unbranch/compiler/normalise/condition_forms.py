@@ -18,6 +18,7 @@ import re
 
 import libcst as cst
 
+from ..context import Run
 from ..lower.truth import TruthForms
 from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
@@ -100,7 +101,7 @@ class ConditionForms(Pass):
         return updated.with_changes(test=self.forms.truth(updated.test))
 
     @classmethod
-    def apply(cls, fn: cst.FunctionDef, ctx) -> cst.FunctionDef:
+    def apply(cls, fn: cst.FunctionDef, ctx):
         if not _FORMS.search(ctx.source.text):
-            return fn  # the cheap screen: none of the forms is written anywhere
+            return fn, Run()  # the cheap screen: none of the forms is written anywhere
         return super().apply(fn, ctx)

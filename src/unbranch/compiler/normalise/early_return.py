@@ -122,7 +122,7 @@ def _reshapes(s, tail, ctx, private) -> bool:
     if not private or not isinstance(s, cst.If) or not ctx.is_candidate(s):
         return False
     sides = list(s.body.body) + orelse_body(s)
-    reshaped = structure_changed(sides, private, ctx.mutating_helpers)
+    reshaped = structure_changed(sides, private, ctx.helpers())
     return bool(reshaped & live_in(tail, set()))
 
 
@@ -258,24 +258,11 @@ def _params(node: cst.If, tail, local, bound) -> list[str] | None:
     return in_order(params, tail)
 
 
-class _WithRest:
-    """``ctx.mutating_helpers`` and the rest functions: which of their arguments they change in place."""
-
-    def __init__(self, base):
-        self.base, self.rest = base, {}
-
-    def get(self, callee, default=()):
-        if callee in self.rest:
-            return self.rest[callee] or default
-        return self.base.get(callee, default) if self.base is not None else default
-
-
 def _push(node: cst.If, tail, ctx, local, bound, whole: bool, private=frozenset(), copied=False) -> list:
     """The rest ``tail`` moved into both branches of ``node``; ``copied``: as copies, never one
     function both call (which a container of the function's own would be handed to)."""
     original = node
-    if ctx.kinds is not None:
-        ctx.kinds.add(ATTRIBUTE)  # the rest may set attributes, in a branch now: AttributeState's work
+    ctx.run.kinds.add(ATTRIBUTE)  # the rest may set attributes, in a branch now: AttributeState's work
     both = tail and not ends_in_return(node.body.body) and not ends_in_return(orelse_body(node))
     rest_def = None
     params = _params(node, tail, local, bound) if both else None
@@ -288,11 +275,8 @@ def _push(node: cst.If, tail, ctx, local, bound, whole: bool, private=frozenset(
         inside = _block(body, ctx, local | set(params), (set(params), set(params)), True)
         rest_def = branch_def(name, params, inside, [])
         rest_def = rest_def.with_changes(leading_lines=node.leading_lines)
-        ctx.generated.add(name)  # the passes after this one rewrite it as a function of its own
-        helpers = ctx.mutating_helpers
-        if not isinstance(helpers, _WithRest):
-            helpers = ctx.mutating_helpers = _WithRest(helpers)
-        helpers.rest[name] = mutated_parameters(rest_def, helpers)  # a branch calling it changes these
+        ctx.run.generated.add(name)  # the passes after this one rewrite it as a function of its own
+        ctx.run.helpers[name] = mutated_parameters(rest_def, ctx.helpers())  # a branch calling it changes these
         node = node.with_changes(leading_lines=[])
         call = cst.Call(cst.Name(name), [cst.Arg(cst.Name(p)) for p in params])
         tail = [call_statement([], call, returns=True)]

@@ -502,15 +502,14 @@ class JumpFlags(Pass):
             stopped = lowering.guard(set(names), [cst.SimpleStatementLine([cst.Pass()])]).test.expression
             if endless:
                 new = new.with_changes(test=runtime_predicate(cst.UnaryOperation(cst.Not(), stopped), ctx))
-                if ctx.kinds is not None:
-                    ctx.kinds.add(LOOP)  # a loop the screen saw none in: WhileToLoop's work now
+                ctx.run.kinds.add(LOOP)  # a loop the screen saw none in: WhileToLoop's work now
             elif isinstance(updated, cst.While):
                 test = cst.BooleanOperation(cst.UnaryOperation(cst.Not(), stopped), cst.And(), updated.test)
                 new = new.with_changes(test=runtime_predicate(test, ctx))
             else:
                 guard = cst.If(cst.UnaryOperation(cst.Not(), stopped), cst.IndentedBlock(new_body))
                 new_body = [guard]
-                ctx.stop_flags.update(names)
+                ctx.run.stop_flags.update(names)
         new = new.with_changes(body=new.body.with_changes(body=new_body))
         if endless:
             ctx.origins.retested(new, original)  # (the loop's test is the flag now, no longer True)

@@ -246,7 +246,7 @@ class RaiseToCheck(Pass):
         message = [cst.Arg(updated.msg)] if updated.msg is not None else []
         exc = cst.Call(cst.Name("AssertionError"), message)
         kind = self.ctx.classifier.kind(original.test)
-        self.ctx.notes.append(Note(self.ctx.line_of(original), "check", "assert -> _ub.raise_if", kind))
+        self.ctx.run.notes.append(Note(self.ctx.line_of(original), "check", "assert -> _ub.raise_if", kind))
         return cst.Expr(self._raise_if(failed, exc))
 
 
