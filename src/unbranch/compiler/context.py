@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import dataclasses
+import copy
 import functools
 import re
 from collections.abc import Callable
@@ -151,9 +151,10 @@ class Context:
         )
 
     def _replace(self, **changes) -> Context:
-        """A copy with ``changes``, keeping what was computed of the function (none of it changes)."""
-        new = dataclasses.replace(self, **changes)
-        new.__dict__.update({k: v for k, v in self.__dict__.items() if k in _COMPUTED})
+        """A copy with ``changes``, sharing what was computed of the function (none of it changes)."""
+        new = copy.copy(self)  # (no dataclasses.replace: __init__ over every field, at each pass)
+        for name, value in changes.items():
+            object.__setattr__(new, name, value)
         return new
 
     @contextlib.contextmanager
@@ -256,9 +257,6 @@ class Context:
 
     def runtime_call(self, func: str, *args: cst.BaseExpression) -> cst.Call:
         return cst.Call(cst.Attribute(cst.Name(self.runtime), cst.Name(func)), [cst.Arg(a) for a in args])
-
-
-_COMPUTED = ("closures", "source_names", "_changes")  # Context's cached properties
 
 
 def taken_names(text: str, extra=()) -> set[str]:
