@@ -50,17 +50,18 @@ INPUTS = {
 }
 
 
-def _through_export(model):
-    return unbranch.export(model, (torch.randn(4, 3),), dynamic_shapes=({0: Dim.DYNAMIC},))
+def _through_export(model, strict):
+    return unbranch.export(model, (torch.randn(4, 3),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
 
 
-def _through_context(model):
+def _through_context(model, strict):
     with unbranch.torch_export_rewrite(model):
-        return torch.export.export(model, (torch.randn(4, 3),), dynamic_shapes=({0: Dim.DYNAMIC},))
+        return torch.export.export(model, (torch.randn(4, 3),), dynamic_shapes=({0: Dim.DYNAMIC},), strict=strict)
 
 
+@pytest.mark.parametrize("strict", [False, True], ids=["non-strict", "strict"])
 @pytest.mark.parametrize("how", [_through_export, _through_context], ids=["export", "context"])
-def test_threads_export_at_once_and_leave_the_streams_as_they_were(how):
+def test_threads_export_at_once_and_leave_the_streams_as_they_were(how, strict):
     stdout, stderr = sys.stdout, sys.stderr
     handlers = {
         name: list(lg.handlers) for name, lg in logging.Logger.manager.loggerDict.items() if hasattr(lg, "handlers")
@@ -72,7 +73,7 @@ def test_threads_export_at_once_and_leave_the_streams_as_they_were(how):
     def run(cls):
         try:
             start.wait()
-            programs[cls] = how(cls())
+            programs[cls] = how(cls(), strict)
         except Exception as e:  # (reported below, with the model)
             errors.append((cls.__name__, e))
 
@@ -118,7 +119,7 @@ def test_another_threads_print_during_an_export_reaches_stdout(capfd):
 
     other = threading.Thread(target=chatter)
     other.start()
-    ep = _through_export(WaitsForAnotherThread())
+    ep = _through_export(WaitsForAnotherThread(), strict=False)
     other.join()
     assert "from another thread" in capfd.readouterr().out
     torch.testing.assert_close(ep.module()(-torch.ones(5, 3)), -torch.ones(5, 3))
