@@ -259,15 +259,22 @@ class Guide:
                 added.append(rm.qualname)
         return added
 
+    @functools.cached_property
+    def discovered(self) -> list:
+        """(target, hooks) of each function the model's forwards reach that branches on data (model
+        discovery); also where a function torch named is looked for first (``locate.function_for``)."""
+        from .discovery import discover
+
+        return discover(self.model) if isinstance(self.model, torch.nn.Module) else []
+
+    def _function_for(self, code):
+        return function_for(code, known=(target for target, _ in self.discovered))
+
     def _speculate(self, attempt: Attempt) -> None:
         """Rewrite, at level 0, each function the model's forwards reach in which the classifier finds a
         branch on data (model discovery), besides what torch named: torch would name them one export at a
         time. The runtime keeps each as written where its conditions are Python values under export."""
-        from .discovery import discover
-
-        if not isinstance(self.model, torch.nn.Module):
-            return
-        for target, _ in discover(self.model):
+        for target, _ in self.discovered:
             try:
                 fn = innermost_function(target)
                 rm = None if fn in self.rewritten else self._rewritten(fn, fn, 0)
@@ -311,7 +318,7 @@ class Guide:
                 return why_left(self.methods, site)
         else:
             code = site.code or code_at(site.path, site.line, site.name)
-            found = function_for(code) if code is not None else None
+            found = self._function_for(code) if code is not None else None
         if found is None:
             return f"no function object runs {site.name}() of {site.path}"
         try:
@@ -450,7 +457,7 @@ class Guide:
                     return (key, rm.function, found[1]) if found else None
             return None
         code = site.code or code_at(site.path, site.line, site.name)
-        found = function_for(code) if code is not None else None
+        found = self._function_for(code) if code is not None else None
         if not isinstance(found, types.FunctionType):
             return None
         try:

@@ -90,18 +90,19 @@ def _codes_in(module):
         stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
 
 
-def function_for(code: types.CodeType) -> types.FunctionType | Nested | None:
+def function_for(code: types.CodeType, known=()) -> types.FunctionType | Nested | None:
     """What runs ``code``: the function object whose code it is, or the parent it is nested in.
 
     A lambda's or a comprehension's code (``<lambda>``, ``<listcomp>``...) is part of the function
-    holding it, which is what gets rewritten.
+    holding it, which is what gets rewritten. ``known``: functions to try before every object the
+    collector holds (a scan of tens of milliseconds in a process that imported torch).
     """
     if code.co_name.startswith("<"):
         holder = _holder(code)
-        return function_for(holder) if holder is not None else None
-    for ref in gc.get_referrers(code):
-        if isinstance(ref, types.FunctionType) and original_code(ref) is code and "<locals>" not in ref.__qualname__:
-            return ref
+        return function_for(holder, known) if holder is not None else None
+    named = _named(known, code) or _named(gc.get_referrers(code), code)
+    if named is not None:
+        return named
     module = _module_of(code.co_filename)
     functions = list(_functions_in(module, module.__name__, set())) if module is not None else []
     # the very function object first: one a factory or a decorator made, kept in a class or the
@@ -115,6 +116,14 @@ def function_for(code: types.CodeType) -> types.FunctionType | Nested | None:
             return Nested(fn, code)
     for ref in gc.get_referrers(code):  # a function not reachable from its module (made by a factory)
         if isinstance(ref, types.FunctionType) and original_code(ref) is code:
+            return ref
+    return None
+
+
+def _named(refs, code: types.CodeType) -> types.FunctionType | None:
+    """The first of ``refs`` that is a function running ``code`` not made inside another one."""
+    for ref in refs:
+        if isinstance(ref, types.FunctionType) and original_code(ref) is code and "<locals>" not in ref.__qualname__:
             return ref
     return None
 
