@@ -127,10 +127,10 @@ class Pass(OwnScope, Inheriting):
         ctx = ctx.for_pass()
         with ctx.bugs_placed():
             done = transform(fn, cls(fn, ctx))
-        ctx.origins.inherit(done, fn)
-        generated = ctx.generated | ctx.run.generated
-        if generated:  # functions holding the user's code (EarlyReturn's rest): rewritten like fn itself
-            done = transform(done, _Generated(cls, ctx.for_pass(generated), done, ctx.run))
+            ctx.origins.inherit(done, fn)
+            generated = ctx.generated | ctx.run.generated
+            if generated:  # functions holding the user's code (EarlyReturn's rest): rewritten like fn itself
+                done = transform(done, _Generated(cls, ctx.for_pass(generated), done, ctx.run))
         return done, ctx.run
 
     def visit_FunctionDef(self, node) -> bool:
