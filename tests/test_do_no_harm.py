@@ -167,10 +167,10 @@ def test_a_size_test_over_code_left_as_python_specialises_as_the_plain_export_do
 class ScaleBySizeAndData(torch.nn.Module):
     def forward(self, x):
         if x.shape[0] < 4 and x.sum() > 0:  # the example (4 rows) never evaluates the data test
-            scale = 2.5  # a Python float in the result: no cond can give it
+            label = "positive"  # a string in the result: no cond can give it
         else:
-            scale = 1.0
-        return x * scale, scale
+            label = "other"
+        return x * 2, label
 
 
 @pytest.mark.parametrize("strict", [False, True])
@@ -183,9 +183,11 @@ def test_the_plain_program_when_only_the_rewritten_code_fails_to_export(strict):
         with unbranch.torch_export_rewrite(rewrite=[ScaleBySizeAndData.forward]) as report:
             ep = torch.export.export(ScaleBySizeAndData(), (x,), dynamic_shapes=dynamic, strict=strict)
     assert caught[0].filename == __file__  # the warning names the user's export call
-    assert "a side gives a Python float" in report.fallback and "plain program was returned" in str(report)
+    assert "a side gives a Python float or string" in report.fallback and "plain program was returned" in str(report)
     assert str(ep.graph) == str(plain.graph)
     assert ep.range_constraints.keys() == plain.range_constraints.keys()
     for n in (4, 9):
-        assert_same(ep.module()(torch.ones(n, 3)), ScaleBySizeAndData()(torch.ones(n, 3)))
+        (got, label), (want, expected) = ep.module()(torch.ones(n, 3)), ScaleBySizeAndData()(torch.ones(n, 3))
+        assert_same(got, want)
+        assert label == expected
     assert ScaleBySizeAndData.forward.__code__ is code  # and the original is back

@@ -168,25 +168,6 @@ def test_model_rewrite_is_best_effort():
             pass
 
 
-class FloatInResult(torch.nn.Module):
-    def forward(self, x):
-        if x.sum() > 0:
-            y, scale = x.clamp(max=1), 0.5
-        else:
-            y, scale = x, 1.0
-        return y * scale, scale
-
-
-@pytest.mark.parametrize("strict", [False, True])
-def test_python_value_in_the_result_is_a_clear_error(strict):
-    # the float a branch binds is moved past (the rest of the function runs in each branch), but the
-    # function's result holds it: no cond returns a float
-    with pytest.raises(Exception, match="a side gives a Python float") as info:
-        export_rewritten(FloatInResult(), (torch.randn(2, 3),), strict=strict)
-    if not strict:
-        assert isinstance(info.value, UnbranchError) and "test_errors.py:" in str(info.value)
-
-
 def test_coroutine_is_refused():
     async def coro(x):
         if x.sum() > 0:

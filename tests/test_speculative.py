@@ -84,27 +84,29 @@ def test_a_model_that_exports_plainly_is_exported_once(strict):
 
 def scale_small_positive(x):
     if x.shape[0] < 4 and x.sum() > 0:  # the example's 4 rows never evaluate the data test
-        scale = 2.5  # a Python float in the result: no cond can give it
+        label = "positive"  # a string in the result: no cond can give it
     else:
-        scale = 1.0
-    return x * scale, scale
+        label = "other"
+    return x * 2.5, label
 
 
 class SpeculationRefused(torch.nn.Module):
     def forward(self, x):
-        y, scale = scale_small_positive(halve_positive(x))
-        return clamp_large(y), scale
+        y, label = scale_small_positive(halve_positive(x))
+        return clamp_large(y), label
 
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_a_refused_speculation_falls_back_to_the_named_places(strict):
     """scale_small_positive's if is a size test for the example, which torch never names; as a cond it
-    is refused (a side gives a Python float): the speculative rewrites go, and torch names one place at a time."""
+    is refused (a side gives a string): the speculative rewrites go, and torch names one place at a time."""
     model = SpeculationRefused()
     with pytest.warns(UserWarning, match="accepts less than its dynamic dimensions"):  # (as the precise path)
         ep = unbranch.export(model, (torch.randn(4, 4),), dynamic_shapes=DYNAMIC, strict=strict)
     for x in (torch.full((4, 4), 3.0), torch.full((6, 4), -3.0)):  # each side of halve_positive and clamp_large
-        assert_same(ep.module()(x), model(x))
+        (got, label), (want, expected) = ep.module()(x), model(x)
+        assert_same(got, want)
+        assert label == expected
     report = unbranch.report_of(ep)
     first, refused, precise = report.attempts[:3]
     assert first.rewritten == ["halve_positive"]

@@ -129,6 +129,7 @@ class Context:
     # whatever their outputs (torch named each for a value a cond cannot give: Options.continue_at)
     continue_at: frozenset = frozenset()
     continue_calls: frozenset = frozenset()  # lines of calls whose rest runs inside the callee (Options)
+    index_at: frozenset = frozenset()  # lines whose subscripts by data read through _ub.at (Options)
     one_side: dict = field(default_factory=dict)  # line -> (side kept, why the other is not): Options.one_side
     one_sided: bool = False  # also an if on values may keep one side (else only one on sizes)
     named: bool = False  # torch's export named this function (Options.lengths): what may be data is data

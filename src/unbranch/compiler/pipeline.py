@@ -42,6 +42,7 @@ from .origins import Origins
 from .rules.for_to_scan import ForToScan
 from .rules.if_to_cond import IfToCond
 from .rules.ifexp_to_cond import IfExpToCond
+from .rules.index_at import IndexAt
 from .rules.keyed_choice import KeyedChoice
 from .rules.raise_to_check import RaiseToCheck
 from .rules.select_by_data import SelectByData
@@ -66,6 +67,7 @@ PASSES = [
     AttributeState,  # self.n set in a converted if or loop -> a local, written back after it
     Placeholders,  # a name one side sets, read later only under the same test: the other side sets it too
     SelectByData,  # container[int(t)] -> _ub.select (before the rules move code into functions they do not enter)
+    IndexAt,  # on lines torch named: table[t] -> _ub.at(table)[t] (a 0-d tensor index, strict export)
     KeyedChoice,  # max/min/sorted(..., key=) -> _ub.max_by/min_by/sorted_by
     IfExpToCond,  # before IfToCond: a conditional expression in a branch moves into its function as a call
     IfToCond,  # liveness on the final shape of the code, then branch functions
@@ -97,12 +99,14 @@ class Options:
     # each runs inside the callee (normalise.call_rest); ``continuation``: compile the callee's variant
     continue_calls: frozenset = frozenset()
     continuation: bool = False
+    # lines torch named for a value from data where a subscript's index may be a 0-d tensor (rules.index_at)
+    index_at: frozenset = frozenset()
 
     def key(self) -> tuple:
         hooks = tuple(_hook_key(h) for h in (self.filter_node, self.pre_rewriter, self.post_rewriter))
         flags = (self.strict, self.is_method, self.shape_conditions, self.lengths, self.annotations)
         sides = (tuple(sorted(self.continue_at)), tuple(sorted(self.one_side)), self.one_sided)
-        sides += (tuple(sorted(self.continue_calls)), self.continuation)
+        sides += (tuple(sorted(self.continue_calls)), self.continuation, tuple(sorted(self.index_at)))
         return (self.prefix, *flags, *sides, hooks)
 
 
@@ -212,6 +216,7 @@ def _compile(info: SourceInfo, options: Options, global_names=(), mutating_helpe
         kinds=None if hooked else frozenset(wanted),
         continue_at=frozenset(options.continue_at),
         continue_calls=frozenset(options.continue_calls),
+        index_at=frozenset(options.index_at),
         one_side={line: (side, why) for line, side, why in options.one_side},
         one_sided=options.one_sided,
         named=options.lengths,

@@ -11,6 +11,7 @@ listing every place and why it could not be converted, torch's error chained.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import os
@@ -28,7 +29,8 @@ from ..load.rewriting import RewrittenMethod, options_for, rewrite
 from ..load.swap import original_code, swapped_in
 from ..runtime import source_map
 from ..runtime.continuation import variants
-from ..runtime.control_flow import rejection, torch_limit, unmerged
+from ..runtime.control_flow import gave_numbers, rejection, torch_limit, unmerged
+from ..runtime.settings import applied
 from .failures import (
     GENERATED,
     GuardLog,
@@ -87,6 +89,12 @@ class Guide:
     # key -> {line: (side kept, why the other cannot be traced)}: ifs torch could trace one side of only
     one_side: dict = field(default_factory=dict)
     one_sided: bool = False  # the user's option: an if on values may keep one side too (sizes always may)
+    # key -> lines torch named for a value from data whose subscripts by data read through _ub.at
+    # (Options.index_at: a 0-d tensor index, which strict export would read as a Python int)
+    index_at: dict = field(default_factory=dict)
+    # every cond's sides give their numbers as 0-d tensors (settings.numbers_held): set once torch.cond
+    # refused a number a side gives under strict export, where dynamo lets the runtime retry no cond
+    numbers_held: bool = False
     # (program, attempt, its captured output): the program with the fewest narrowings so far, of an
     # export that worked but accepts less than its dynamic dimensions asked; returned if no retry does better
     fallback: tuple | None = None
@@ -148,7 +156,8 @@ class Guide:
             attempt = Attempt(methods=self.methods)
             self.attempts.append(attempt)
             with quiet(warnings_too=False) as log, GuardLog() as guards, Swallowed() as swallowed:
-                with swapped_in(self.methods), variants({fn: rm.func for fn, rm in self.continued.items()}):
+                held = applied(numbers_held=True) if self.numbers_held else contextlib.nullcontext()
+                with swapped_in(self.methods), variants({fn: rm.func for fn, rm in self.continued.items()}), held:
                     try:
                         ep = call()
                     except Exception as e:  # decided below, outside the captured output
@@ -195,6 +204,9 @@ class Guide:
             attempt.error = first_line(refused)  # (strict: dynamo's graph break carries it)
         if refused is not None and self._speculative_at(refused.path, refused.line):
             return self._drop(attempt)  # (torch named no branch in that function: no precise path meets it)
+        if not self.numbers_held and ours is None and gave_numbers(error):
+            self.numbers_held = True  # (strict export; under non-strict export the runtime itself retried)
+            return
         if refused is not None and self._continue_after(refused, attempt, error):
             return  # an if leaving a Python value: the rest of its function moves into its branches
         if isinstance(error, UnbranchError):
@@ -315,7 +327,7 @@ class Guide:
         if site.path.startswith(GENERATED):
             found = self._nested_in_rewritten(site) or self._sizes_left(site)
             if found is None:
-                return why_left(self.methods, site)
+                return "" if self._indexed_at(site, attempt) else why_left(self.methods, site)
         else:
             code = site.code or code_at(site.path, site.line, site.name)
             found = self._function_for(code) if code is not None else None
@@ -346,10 +358,43 @@ class Guide:
         except UnbranchError as e:
             return e.reason
         if rm is None:
+            info = get_source(fn) if isinstance(key, types.FunctionType) else None
+            if info is not None and info.holds(site.path, site.line):
+                if self._index_at(key, fn, None, site.line - info.line + 1):
+                    attempt.rewritten.append(self.rewritten[key].qualname)
+                    return ""
             return _nothing_to_convert(site)
         self.speculative.discard(key)  # (torch named a place in it: the precise path has it too)
         attempt.rewritten.append(rm.qualname)
         return ""
+
+    def _indexed_at(self, site: Site, attempt: Attempt) -> bool:
+        """A line of a rewritten function torch named for a value from data: its subscripts by data read
+        through ``_ub.at`` (``_index_at``). Did that change the function?"""
+        original = source_map.lookup(site.path, site.line)
+        for key, rm in self.rewritten.items():
+            if original and rm.code_object.co_filename == site.path and rm.source.holds(*original):
+                fn = rm.function if rm.parent is None else Nested(rm.parent, key).probe
+                if self._index_at(key, fn, rm.parent, original[1] - rm.source.line + 1):
+                    attempt.rewritten.append(rm.qualname)
+                    return True
+        return False
+
+    def _index_at(self, key, fn, parent, line: int) -> bool:
+        """Rewrite ``key`` with line ``line`` of its text reading its subscripts by data through
+        ``_ub.at`` (rules.index_at); False where that changes nothing (no such subscript there)."""
+        lines = self.index_at.get(key, frozenset())
+        if line in lines:
+            return False
+        before = self.rewritten.get(key)
+        self.index_at[key] = lines | {line}
+        rm = self._rewrite_of(key, fn)
+        if not rm.changed or (before is not None and rm.code == before.code):
+            self.index_at[key] = lines
+            return False
+        self.rewritten[key] = dataclasses.replace(rm, parent=parent)
+        self.level.setdefault(key, 0)
+        return True
 
     def _continue_after(self, error: UnbranchError, attempt: Attempt, raised: BaseException) -> bool:
         """The runtime refused a cond whose sides give values no cond output can be (None, an object, a
@@ -476,6 +521,8 @@ class Guide:
             known["continue_calls"] = self.continue_calls[key]
         if key in self.one_side:
             known["one_side"] = tuple((line, *kept) for line, kept in sorted(self.one_side[key].items()))
+        if key in self.index_at:
+            known["index_at"] = self.index_at[key]
         return known
 
     def _one_sided(self, error: BaseException, attempt: Attempt) -> bool:

@@ -9,9 +9,12 @@ its contract (tensor operands only, no aliasing of inputs, no input mutation).
 
 from __future__ import annotations
 
+import collections
+import math
 import re
 import sys
 import traceback
+import types
 
 import torch
 from torch._prims_common import is_contiguous_or_false
@@ -20,7 +23,7 @@ from torch.utils import _pytree as pytree
 
 from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller, settled
 from .jumps import accelerator, tensorised
-from .settings import current
+from .settings import applied, current
 
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = ["and_", "given", "if_exp", "if_stmt", "not_", "or_", "pick", "right_needed"]
@@ -86,19 +89,25 @@ def if_stmt(
                 observe(caller.f_code.co_filename, caller.f_lineno, taken)
         return then_fn(*operands) if taken else else_fn(*operands)
     _refuse_strict_autocast(origin_of_caller(1), "if")
-    if isinstance(pred, torch.SymBool) and free_unbacked_symbols(pred):
-        pred = torch.full((), pred, dtype=torch.bool)  # data (``t.item() > 0``): a tensor, never a guard
+    pred = _on_data(pred)
     if elementwise is not None and isinstance(pred, torch.Tensor) and _where_pays(elementwise, operands):
         chosen = _selected(pred, then_fn(*operands), else_fn(*operands))
         if chosen is not None:
             return chosen
+    held = current().numbers_held
     try:
-        return _cond(pred, then_fn, else_fn, operands, mutated, kept, literals, in_place)
+        return _cond(pred, then_fn, else_fn, operands, mutated, kept, literals, in_place, numbers=held)
     except Exception as e:  # under strict export dynamo never lets torch's own errors reach here
         if isinstance(pred, torch.SymBool):
             # A shape condition torch.cond cannot take (e.g. non-tensor outputs): specialise on
             # it as the plain ``if`` would have, rather than fail an export that worked before.
             return then_fn(*operands) if pred else else_fn(*operands)
+        if gave_numbers(e) and not held:
+            try:  # a side gives a number from data (``.item()``) or a float: through the cond as a 0-d tensor
+                with applied(numbers_held=True):
+                    return _cond(pred, then_fn, else_fn, operands, mutated, kept, literals, in_place, numbers=True)
+            except Exception as again:  # (a number against a tensor, an int against a float: as torch says)
+                e = again if torch_limit(again) else e
         containers = [k for k in range(len(operands)) if _container(operands[k])]
         everything = sorted({*_tensor_operands(operands), *containers})
         if "mutation" in str(e) and set(mutated) != set(everything):
@@ -122,6 +131,14 @@ def if_stmt(
 BRANCH_MODES = ("auto", "where", "cond")
 CHEAP_OPS = 8
 CHEAP_ELEMENTS = 1 << 16
+
+
+def _on_data(pred):
+    """A symbolic truth of data (``t.item() > 0``, ``int(t) > 0``) as a 0-d tensor: a cond on it, never a
+    guard (which torch cannot make on an unbacked symbol); any other condition as it is."""
+    if isinstance(pred, torch.SymBool) and free_unbacked_symbols(pred):
+        return torch.full((), pred, dtype=torch.bool)
+    return pred
 
 
 def _where_pays(ops: int, operands) -> bool:
@@ -354,7 +371,7 @@ def _root(t):
     return t._base if t._base is not None else t
 
 
-def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=(), in_place=()):
+def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=(), in_place=(), numbers=False):
     leaves, spec = pytree.tree_flatten(tuple(operands))
     # a number computed from data (``v = t.item()``) cannot be closed over by a branch ("Failed to
     # convert args/kwargs to proxy"): it goes in as the 0-d tensor holding it, which arithmetic and
@@ -403,6 +420,8 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=(), in_pl
                 single = not isinstance(out, tuple)
                 out = tensorised((out,) if single else out, literals, device)
                 out = out[0] if single else out
+            if numbers:
+                out = _numbers_held(out, device)
             if containers:  # the dicts and lists as the branch left them (new objects: flattened operands)
                 out = (out, tuple(rebuilt[k] for k in containers))
             return fresh_outputs((out, clones) if writable else out, (*ts, *_buffers(values)))
@@ -429,6 +448,8 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=(), in_pl
                 operands[k].update(new)
             else:
                 operands[k][:] = list(new)
+    if numbers:
+        out = pytree.tree_map(lambda v: v.held.item() if isinstance(v, _HELD) else v, out, is_leaf=_is_held)
     out = _restore_kind(out)
     for j, k in kept:
         if isinstance(operands[k], torch.Tensor) and k in changed:
@@ -437,6 +458,42 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=(), in_pl
             else:
                 out = operands[k]
     return out
+
+
+# a number a side gives, as the 0-d tensor holding it, marked with its type: torch.cond returns tensors
+# (and ints equal on both sides), and keeps the marks, which must agree between the sides as the rest of
+# the structure must; after the cond each becomes a number again (``.item()``: symbolic, from data)
+_HeldBool = collections.namedtuple("_HeldBool", "held")
+_HeldInt = collections.namedtuple("_HeldInt", "held")
+_HeldFloat = collections.namedtuple("_HeldFloat", "held")
+_HELD = (_HeldBool, _HeldInt, _HeldFloat)
+
+
+def _is_held(v) -> bool:
+    return isinstance(v, _HELD)
+
+
+def _numbers_held(out, device):
+    def held(v):
+        for kinds, mark, dtype in _HOLDING:
+            if isinstance(v, kinds):
+                return mark(torch.scalar_tensor(v, dtype=dtype, device=device))
+        return v
+
+    return pytree.tree_map(held, out)
+
+
+_HOLDING = (
+    ((bool, torch.SymBool), _HeldBool, torch.bool),  # (first: a bool is an int too)
+    ((int, torch.SymInt), _HeldInt, torch.int64),
+    ((float, torch.SymFloat), _HeldFloat, torch.float64),
+)
+
+
+def gave_numbers(e: BaseException) -> bool:
+    """Did torch.cond reject a side for giving a number it cannot return (a float, one from data)?"""
+    meaning = torch_limit(e) or ""
+    return meaning.startswith(("a side gives a number computed from data", "a side gives a Python float"))
 
 
 def _dense(out):
@@ -587,25 +644,45 @@ def if_exp(pred, then_fn, else_fn):
     """
     if not is_symbolic(pred):
         return then_fn() if _taken(pred) else else_fn()
-    return _cond_exp(pred, then_fn, else_fn, origin_of_caller(1))
+    return _cond_exp(_on_data(pred), then_fn, else_fn, origin_of_caller(1))
 
 
 def pick(pred, then_fn, else_fn):
-    """``then_fn() if pred else else_fn()`` between numbers and names (``t = 0 if t < 0 else t``), as
-    ``if_exp`` does, except under a tensor condition where a side is a Python float or a number
-    against a tensor: torch.cond cannot merge those (it returns tensors and ints, one type from both
-    sides), so both sides are evaluated and ``torch.where`` chooses, promoting the number as torch's
-    operators do (a 0-d tensor for two floats). The compiler writes this only for sides that are
-    literals and plain reads, which have no effect to run twice."""
+    """``then_fn() if pred else else_fn()`` between values computed without effect (``t = 0 if t < 0
+    else t``, ``min(c / (n - 1), 0.4) if lo <= s else 0.0``), as ``if_exp`` does, except under a tensor
+    condition where a side is a Python float or a number against a tensor: torch.cond cannot merge
+    those (it returns tensors and ints, one type from both sides), so both sides are evaluated and
+    ``torch.where`` chooses, promoting the number as torch's operators do (a 0-d tensor for two
+    floats). Two sides giving one Python value (diffusers' ``gamma``, 0.0 on both with the default
+    settings) give it whatever the condition: the data decides nothing, and what follows stays
+    Python. The compiler writes this only for sides with no effect to run twice."""
     if not is_symbolic(pred):
         return then_fn() if _taken(pred) else else_fn()
+    pred = _on_data(pred)
     if isinstance(pred, torch.Tensor):
-        sides = then_fn(), else_fn()
+        origin = origin_of_caller(1)
+        try:
+            sides = then_fn(), else_fn()
+        except Exception as e:
+            fail(
+                f"{origin}: evaluating a side of this conditional expression that data may not take raised {e!r}",
+                "conditional expression",
+                e,
+            )
+        if _one_value(*sides):
+            return sides[0]
         tensors = sum(isinstance(v, torch.Tensor) for v in sides)
         if tensors == 1 or (tensors == 0 and any(isinstance(v, float) for v in sides)):
             return torch.where(pred, *sides)
     # two tensors (a cond copies them, as if_exp), two ints (a cond gives symbolic ints), a shape test
     return _cond_exp(pred, then_fn, else_fn, origin_of_caller(1))
+
+
+def _one_value(a, b) -> bool:
+    """Are ``a`` and ``b`` one Python number (or bool, string, None), sign of a zero included?"""
+    if type(a) is not type(b) or not isinstance(a, (int, float, str, type(None))):
+        return False
+    return a == b and (not isinstance(a, float) or math.copysign(1.0, a) == math.copysign(1.0, b))
 
 
 def _taken(pred) -> bool:
@@ -622,7 +699,7 @@ def _cond_exp(pred, then_fn, else_fn, origin: str):
     _refuse_strict_autocast(origin, "conditional expression")
     try:
         with logging_dropped():
-            out = torch.cond(pred, _copied(then_fn), _copied(else_fn), ())
+            out = torch.cond(pred, _copied(_holding(then_fn)), _copied(_holding(else_fn)), ())
     except Exception as e:  # (non-strict only: under strict export dynamo reports torch's errors itself)
         if isinstance(pred, torch.SymBool):
             # sides torch.cond cannot return (sizes, None...): specialise on the shape condition
@@ -634,6 +711,24 @@ def _cond_exp(pred, then_fn, else_fn, origin: str):
             e,
         )
     return _restore_kind(out)
+
+
+def _holding(side):
+    """``side`` reading, for each number from data it closes over (``t`` of ``t = int(t)``), the 0-d
+    tensor holding it: torch.cond lifts what a side closes over into its inputs, and cannot lift an
+    unbacked number ("Attempted to wrap unbacked SymInt"; ``_held``, as for ``if_stmt``'s operands).
+    A side only reads what it closes over (the compiler keeps ``:=`` out of them)."""
+    if torch.compiler.is_dynamo_compiling() or not side.__closure__:
+        return side  # (dynamo lifts the numbers it shows as symbols itself)
+    try:
+        values = [cell.cell_contents for cell in side.__closure__]
+    except ValueError:  # (a name the side reads is not bound yet: it fails as Python would)
+        return side
+    held = [_held(v) for v in values]
+    if all(h is v for h, v in zip(held, values)):
+        return side
+    closure = tuple(types.CellType(v) for v in held)
+    return types.FunctionType(side.__code__, side.__globals__, side.__name__, side.__defaults__, closure)
 
 
 def _copied(side):

@@ -26,6 +26,9 @@ class Settings:
     checks: str = "auto"
     # how an if on data whose sides are cheap elementwise arithmetic lowers (control_flow.BRANCH_MODES)
     branches: str = "auto"
+    # True while a cond retried for the numbers its sides give traces: the conds nested in it give theirs
+    # as 0-d tensors from the start (control_flow._numbers_held; dynamo cannot retry one inside another)
+    numbers_held: bool = False
     # function -> its variant taking the caller's rest (continuation.continued), during a guided export;
     # never changed in place: applied() gives a new one
     variants: dict = dataclasses.field(default_factory=dict)

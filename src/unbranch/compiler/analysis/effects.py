@@ -70,6 +70,12 @@ def _root(expr):
     return expr.value if isinstance(expr, cst.Name) else None
 
 
+def _runtime(expr) -> bool:
+    """``_ub`` (or the name the compiler chose for the runtime): its helpers' names (``int_``, ``select``)
+    are no tensor methods; none changes what it is given in place."""
+    return isinstance(expr, cst.Name) and expr.value.startswith("_ub")
+
+
 def _through_attribute(expr) -> bool:
     """Does the chain reach its root through an attribute that is not a tensor view (``self.buf``)?"""
     while isinstance(expr, (cst.Subscript, cst.Attribute)):
@@ -92,6 +98,8 @@ def alias_roots(expr) -> set[str]:
         f = expr.func
         if isinstance(f, cst.Attribute):
             method = f.attr.value
+            if _runtime(f.value):  # (``_ub.select(items, i)``: an item itself)
+                return alias_roots(expr.args[0].value) if method == "select" and expr.args else set()
             if _root(f) == "torch":
                 return alias_roots(expr.args[0].value) if method in VIEW_FUNCTIONS and expr.args else set()
             if method in VIEW_METHODS or in_place(method):
@@ -216,7 +224,7 @@ class _Sites(cst.CSTVisitor):
             self.calls.add(f.value)
         receiver = f.value if isinstance(f, cst.Attribute) else None
         method = f.attr.value if isinstance(f, cst.Attribute) else None
-        if method is not None and in_place(method):
+        if method is not None and in_place(method) and not _runtime(receiver):
             if _root(receiver) in FUNCTION_NAMESPACES:
                 self._mutate_arg(node, 0, "an in-place torch function on an attribute")
             else:
@@ -259,8 +267,7 @@ def _kept_by_runtime(node: cst.Assign) -> set[int]:
     if not (
         isinstance(call, cst.Call)
         and isinstance(call.func, cst.Attribute)
-        and isinstance(call.func.value, cst.Name)
-        and call.func.value.value.startswith("_ub")
+        and _runtime(call.func.value)
         and call.func.attr.value in _KEEPING
     ):
         return set()

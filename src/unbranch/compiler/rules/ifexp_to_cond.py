@@ -38,9 +38,9 @@ import functools
 
 import libcst as cst
 
-from ..analysis.classify import STATIC, TENSOR, own_nodes
+from ..analysis.classify import SHAPE, STATIC, TENSOR, own_nodes
 from ..analysis.effects import alias_roots, block_effects
-from ..analysis.names import target_names
+from ..analysis.names import block_writes, param_names, target_names
 from ..analysis.walk import read, transform
 from ..lower.build import explicit_super
 from ..lower.predicates import bare, runtime_predicate
@@ -51,6 +51,16 @@ from ._loops import indexed_by_test
 _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 _DISPLAYS = (cst.Tuple, cst.List, cst.Set, cst.Dict)
 _SIZE_METHODS = {"size", "numel", "dim", "nelement"}
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
+_SINGULAR = (cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
+_INTEGRAL = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
+# functions of numbers that compute and change nothing (the runtime's forms of some: conversions.py)
+_PURE_BUILTINS = frozenset({"min", "max", "abs", "round", "float", "int", "len"})
+_PURE_FORMS = frozenset({"min_", "max_", "int_", "float_", "len_"})
+# a tensor's methods that give a new value, finite wherever the tensor is (and change nothing on the
+# arrays and numbers that share their names)
+_TENSOR_METHODS = frozenset({"item", "abs", "max", "min", "amax", "amin", "sum", "mean", "clamp", "clamp_min"})
+_TENSOR_METHODS |= {"clamp_max", "float", "double", "half", "size", "dim", "numel", "nelement"}
 
 
 class IfExpToCond(Pass):
@@ -148,12 +158,24 @@ class IfExpToCond(Pass):
                 return z + y
             """,
         ),
+        Rewrite(  # computations of numbers, tensors' reductions: evaluated on both sides under export
+            """
+            def forward(self, x, sigma):
+                gamma = min(self.churn / (len(self.sigmas) - 1), 0.4) if self.lo <= sigma else 0.0
+                return x.mean() * gamma if x.sum() > 0 else 0.0
+            """,
+            """
+            def forward(self, x, sigma):
+                gamma = _ub.pick(self.lo <= sigma, lambda: min(self.churn / (len(self.sigmas) - 1), 0.4), lambda: 0.0)
+                return _ub.pick(x.sum() > 0, lambda: x.mean() * gamma, lambda: 0.0)
+            """,  # noqa: E501
+        ),
         Refused(
             """
             def forward(self, x):
-                return x.mean() if x.sum() > 0 else 0.0
+                return x.mean() if x.sum() > 0 else None
             """,
-            "a side of the conditional expression is a Python value or a size (0.0), which torch.cond cannot return",
+            "a side of the conditional expression is a Python value or a size (None), which torch.cond cannot return",
         ),
     ]
 
@@ -202,7 +224,7 @@ class IfExpToCond(Pass):
         if self._made_by_unbranch(original) or not ctx.is_candidate(original):
             return updated
         ints = all(_int_literal(side) for side in (updated.body, updated.orelse))
-        picked = _picked(updated)
+        picked = _picked(updated, self._pure)
         if not ints and all(self._plainly_python(side) for side in (updated.body, updated.orelse)):
             if not (picked and ctx.condition_kind(original) == TENSOR):
                 return updated  # `() if output_attentions else None`: no tensor can come out of it
@@ -313,6 +335,58 @@ class IfExpToCond(Pass):
         rest = transform(self.fn, _Without(self.line))
         return block_effects(rest.body.body, self.ctx.mutating_helpers).mutated
 
+    @functools.cached_property
+    def shadowed(self) -> set[str]:
+        """A builtin or module the function rebinds (``min = ...``, a parameter ``math``) is not Python's."""
+        return set(param_names(self.fn)) | block_writes(self.fn.body.body)
+
+    def _pure(self, e: cst.BaseExpression) -> bool:
+        """Does ``e`` compute its value without effect, so that evaluating it where its side is not
+        taken changes nothing: numbers written out, reads (``t``, ``self.eps``), arithmetic of those, Python's and math's functions of numbers (``min``, ``abs``,
+        ``math.sqrt``) and the runtime's forms of them, and a tensor's methods that make a new value
+        (``x.abs().max()``). A division or power by a tensor is left out: the side not taken could
+        give ``torch.where`` an infinite gradient (``analysis.cost`` keeps such sides a cond too), and so is
+        a subscript: the side not taken may index out of range (``x[k] if k < n else 0.0``)."""
+        if _number(e) or _read(e):
+            return True
+        if isinstance(e, cst.UnaryOperation):
+            return isinstance(e.operator, (cst.Minus, cst.Plus)) and self._pure(e.expression)
+        if isinstance(e, cst.BinaryOperation):
+            if isinstance(e.operator, _SINGULAR) and not self._integral(e.right):
+                if self.ctx.classifier.kind(e.right) not in (STATIC, SHAPE):
+                    return _number(e.right) and not isinstance(e.operator, cst.Power)
+            return isinstance(e.operator, _ARITHMETIC) and self._pure(e.left) and self._pure(e.right)
+        if isinstance(e, cst.Call):
+            args = all(
+                a.star == "" and a.keyword is None and (isinstance(a.value, cst.SimpleString) or self._pure(a.value))
+                for a in e.args
+            )  # (``float("inf")``)
+            return args and self._pure_function(e.func)
+        return False
+
+    def _integral(self, e: cst.BaseExpression) -> bool:
+        """An int whatever the data (``len(xs) - 1``, ``_ub.len_(t)``, ``x.shape[0] // 2``): no gradient
+        flows through it."""
+        if isinstance(e, cst.BinaryOperation):
+            return isinstance(e.operator, _INTEGRAL) and self._integral(e.left) and self._integral(e.right)
+        if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and isinstance(e.func.value, cst.Name):
+            return e.func.value.value == self.ctx.runtime and e.func.attr.value in ("len_", "int_")
+        if isinstance(e, cst.Call) and isinstance(e.func, cst.Name):
+            return e.func.value in ("len", "int", "round") and e.func.value not in self.shadowed
+        return _is_size(e)
+
+    def _pure_function(self, func: cst.BaseExpression) -> bool:
+        if isinstance(func, cst.Name):
+            return func.value in _PURE_BUILTINS and func.value not in self.shadowed
+        if not isinstance(func, cst.Attribute):
+            return False
+        owner, name = func.value, func.attr.value
+        if isinstance(owner, cst.Name) and owner.value == "math":
+            return "math" not in self.shadowed
+        if isinstance(owner, cst.Name) and owner.value == self.ctx.runtime:
+            return name in _PURE_FORMS
+        return name in _TENSOR_METHODS and self._pure(owner)
+
     def _plainly_python(self, e: cst.BaseExpression) -> bool:
         if isinstance(e, (cst.Tuple, cst.List)):
             return all(self._plainly_python(el.value) for el in e.elements)  # () too
@@ -352,14 +426,14 @@ def _int_literal(e: cst.BaseExpression) -> bool:
     return isinstance(_unsigned(e), cst.Integer)
 
 
-def _picked(node: cst.IfExp) -> bool:
+def _picked(node: cst.IfExp, pure) -> bool:
     """A choice between values with no effect to run, where a Python number may meet a tensor
-    (``0 if t < 0 else t``, ``self.eps if n < eps else n``): ``_ub.pick``. Sides that are numbers
-    written out or reads, one at least a number or an attribute (a setting: ``self.eps``); two ints
-    aside (torch.cond returns those as symbolic ints), and two names (``x if c else y``: tensors, a cond)."""
+    (``0 if t < 0 else t``, ``self.eps if n < eps else n``, ``min(c / (n - 1), 0.4) if lo <= s else 0.0``):
+    ``_ub.pick``. Sides that ``pure`` says compute without effect, one at least a number or an attribute
+    (a setting: ``self.eps``); two ints aside (torch.cond returns those as symbolic ints)."""
     sides = (node.body, node.orelse)
     return (
-        all(_number(side) or _read(side) for side in sides)
+        all(pure(side) for side in sides)
         and any(_number(side) or isinstance(side, cst.Attribute) for side in sides)
         and not all(_int_literal(side) for side in sides)
     )
