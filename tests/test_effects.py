@@ -449,3 +449,35 @@ def test_tuple_grown_after_a_one_sided_rebinding_converts(strict):
     inf[1, 2] = float("inf")
     for args in [(x,), (inf,), (torch.randn(2, 4),)]:
         assert_same(ep.module()(*args), model(*args))
+
+
+class CopiedBeforeChanged(torch.nn.Module):
+    """``ids`` rebound on one side of the first if, then changed in place later only after a copy of
+    its own: the change never reaches the object the first if chose (byte-level ids clamped, then
+    negatives zeroed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 3)
+
+    def forward(self, ids):
+        if (ids >= 10).any():
+            ids = ids.clamp(max=9)
+        if (ids < 0).any():
+            ids = ids.clone()
+            ids[ids < 0] = 0
+        return self.emb(ids)
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_a_change_after_a_copy_does_not_block_a_one_sided_rebinding(strict):
+    torch.manual_seed(0)
+    inputs = [(torch.tensor([[1, 2, 3]]),), (torch.tensor([[30, 5, -1], [2, -2, 11]]),), (torch.tensor([[1, -7]]),)]
+    run_three_ways(
+        CopiedBeforeChanged(),
+        (torch.tensor([[1, 2, 3], [4, 5, 6]]),),
+        inputs,
+        strict,
+        [CopiedBeforeChanged.forward],
+        conds=2,
+    )

@@ -288,12 +288,42 @@ class IfToCond(Pass):
         # a parameter rebound before the if on every path holds a fresh object: nobody else sees it
         fresh = block_effects(earlier).rebound
         for n in one_sided:
-            if (n in self.fn_effects.aliased or n not in fresh) and n in later:
+            if (n in self.fn_effects.aliased or n not in fresh) and n in later and _changed_first(after, n, self.ctx):
                 return (
                     f"'{n}' is rebound in one branch only and changed in place after the if "
                     "(which object that change reaches depends on the branch: a cond cannot express it)"
                 )
         return None
+
+
+def _changed_first(stmts, name: str, ctx) -> bool:
+    """Is the object ``name`` holds when ``stmts`` start changed in place by them, before a statement
+    rebinds ``name`` (``ids = ids.clone(); ids[m] = 0`` changes the copy)? A compound statement's
+    blocks are followed each on its own; only a simple statement rebinding ``name`` ends the search."""
+    for s in stmts:
+        blocks = _blocks(s)
+        if blocks is None:  # a simple statement, or one taken whole (``match``, a ``def``)
+            effects = block_effects([s], ctx.mutating_helpers)
+            if name in effects.mutated:
+                return True
+            if name in effects.rebound and isinstance(s, cst.SimpleStatementLine):
+                return False
+        elif any(_changed_first(block, name, ctx) for block in blocks):
+            return True
+    return False
+
+
+def _blocks(s) -> list[list] | None:
+    """The blocks of an ``if`` (its sides), a loop (body, ``else``), a ``with`` or a ``try``; None for
+    any other statement."""
+    if isinstance(s, cst.If):
+        return [list(s.body.body), orelse_body(s)]
+    if not isinstance(s, (cst.For, cst.While, cst.With, cst.Try)):
+        return None
+    parts = [s.body, *getattr(s, "handlers", ()), getattr(s, "orelse", None), getattr(s, "finalbody", None)]
+    return [
+        list(p.body.body if isinstance(p, (cst.ExceptHandler, cst.Else, cst.Finally)) else p.body) for p in parts if p
+    ]
 
 
 def _dead_dels(stmts, live_after) -> set[int]:
