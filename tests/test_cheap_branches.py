@@ -134,3 +134,94 @@ def test_an_unknown_branches_mode_is_refused():
 )
 def test_what_counts_as_cheap_elementwise(code, ops):
     assert elementwise_ops(cst.parse_module(code).body) == ops
+
+
+# --- the condition every lowering takes (issue 52): Python's truth of a one-element tensor ----------
+
+
+class OneElementRow(torch.nn.Module):
+    """A ``(1,)`` condition: a where on it left as it is broadcast the 0-d result to ``(1,)``."""
+
+    def forward(self, x):
+        s = x.sum()
+        if (x[:, 0] > 0).any(dim=0, keepdim=True):
+            s = s * 2
+        return s
+
+
+class OneElementMatrix(torch.nn.Module):
+    """A ``(1, 1)`` condition and a ``(4,)`` side: ``(1, 4)`` through a where on it as it is."""
+
+    def forward(self, x):
+        y = x[0] * 1
+        if (x[:1, :1] > 0).reshape(1, 1):
+            y = y * 2
+        return y
+
+
+class FloatCondition(torch.nn.Module):
+    """A float condition, which Python takes (0.0 is false) and torch.where does not."""
+
+    def forward(self, x):
+        y = x * 1
+        if x.sum():
+            y = y + 1
+        else:
+            y = y - 1
+        return y
+
+
+class IntRowCondition(torch.nn.Module):
+    def forward(self, x):
+        k = (x > 0).sum()
+        y = x[:, 0] * 1
+        y = y + 1 if (x[:1] > 0).sum(dim=1) else y * 2
+        return k, y
+
+
+def _exactly_eager(ep, model, inputs):
+    for x in inputs:
+        got, expected = ep.module()(x), model(x)
+        for g, e in zip(
+            got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)
+        ):
+            assert g.shape == e.shape and g.dtype == e.dtype
+            torch.testing.assert_close(g, e)
+
+
+ONE_ELEMENT = [OneElementRow, OneElementMatrix, FloatCondition, IntRowCondition]
+SIDES = [torch.rand(3, 4) + 0.1, -torch.rand(5, 4) - 0.1, torch.zeros(2, 4)]  # each side, other sizes
+
+
+@pytest.mark.parametrize("branches", ["auto", "where", "cond"])
+@pytest.mark.parametrize("strict", [False, True], ids=["nonstrict", "strict"])
+@pytest.mark.parametrize("model", ONE_ELEMENT, ids=[m.__name__ for m in ONE_ELEMENT])
+def test_a_one_element_condition_of_any_rank_and_dtype_keeps_each_sides_shape(model, strict, branches):
+    m = model()
+    ep = unbranch.export(m, (torch.rand(3, 4),), dynamic_shapes=D0, strict=strict, branches=branches)
+    assert count_branches(ep) >= 1
+    _exactly_eager(ep, m, SIDES)
+
+
+def test_the_context_path_keeps_each_sides_shape_too():
+    m = OneElementMatrix()
+    with unbranch.torch_export_rewrite(m):
+        ep = torch.export.export(m, (torch.rand(3, 4),), dynamic_shapes=D0)
+    assert count_ops(ep, WHERE) == 1
+    _exactly_eager(ep, m, SIDES)
+
+
+class SeveralElements(torch.nn.Module):
+    def forward(self, x):
+        y = x * 1
+        if x[0] > 0:
+            y = y + 1
+        return y
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["nonstrict", "strict"])
+def test_a_condition_of_several_elements_fails_the_export_as_python_fails(strict):
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
+        SeveralElements()(torch.rand(3, 4))
+    with pytest.raises(Exception, match="Boolean value of Tensor with more than one value is ambiguous"):
+        unbranch.export(SeveralElements(), (torch.rand(3, 4),), dynamic_shapes=D0, strict=strict)

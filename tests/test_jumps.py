@@ -375,3 +375,79 @@ def test_runtime_tensors_join_data_on_another_device():
     assert made.dtype == flag.dtype == torch.bool and count.dtype == torch.long
     assert kept is data and row.device.type == "cpu"  # only 0-d CPU tensors follow the data
     assert tensorised((True, torch.tensor(2)), [0])[0].device.type == "cpu"
+
+
+# -- a static range a break on data stops: one while_loop, whatever the number of steps -------------
+
+
+class Converges(torch.nn.Module):
+    """Newton's square root, stopped once a step changes little (a break on data in ``range(n)``)."""
+
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+
+    def forward(self, a):
+        y = a * 1
+        for _ in range(self.steps):
+            z = y - 0.5 * (y * y - a) / y
+            err = (z - y).abs().max()
+            y = z
+            if err < 1e-6:
+                break
+        return y
+
+
+class StopsAtRow(torch.nn.Module):
+    """The index reads rows; the loop stops at the first row of negative sum (first, middle or never)."""
+
+    def forward(self, x):
+        acc = torch.zeros(4)
+        for i in range(3):
+            if x[i].sum() < 0:
+                break
+            acc = acc + x[i] * i
+        else:
+            acc = acc - 100
+        return acc
+
+
+WHILE = torch.ops.higher_order.while_loop
+SCAN = torch.ops.higher_order.scan
+COND = torch.ops.higher_order.cond
+
+
+def _loop_ops(ep) -> int:
+    """Loop ops at the top of the program: a while_loop (non-strict), or under strict export, where
+    dynamo shows every bound as symbolic, a scan whose steps after the break do nothing."""
+    return sum(n.target in (WHILE, SCAN) for n in ep.graph.nodes)
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize("steps", [10, 200])
+def test_a_static_range_stopped_by_data_is_one_while_loop(steps, strict):
+    m = Converges(steps)
+    ep = export(m, (torch.rand(3, 4) + 1,), strict)
+    # the step that first sets the flag runs as written, the rest is one while_loop: no cond per step
+    assert _loop_ops(ep) == 1 and count_ops(ep, COND) <= 3
+    inputs = [(torch.rand(5, 4) + 1,), (torch.full((2, 4), 4.0),), (torch.full((3, 4), 1.0),)]  # 1.0: the first step
+    same_everywhere(m, ep, inputs)
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_a_static_range_stopped_by_data_reads_rows_at_its_index(strict):
+    m = StopsAtRow()
+    ep = export(m, (torch.rand(4, 4),), strict)
+    assert _loop_ops(ep) == 1
+    rows = torch.rand(5, 4)
+    first, middle, never = -rows.clone(), rows.clone(), rows.clone()
+    middle[1] = -1
+    same_everywhere(m, ep, [(first,), (middle,), (never,), (torch.rand(3, 4),)])
+
+
+def test_a_static_range_stopped_by_data_is_a_bounded_scan_for_executorch():
+    m = Converges(12)
+    with unbranch.torch_export_rewrite(rewrite=[Converges.forward], target="executorch"):  # (static sizes there)
+        ep = torch.export.export(m, (torch.rand(3, 4) + 1,))
+    assert count_ops(ep, WHILE) == 0 and count_ops(ep, SCAN) == 1  # (no max_loop_iterations asked)
+    same_everywhere(m, ep, [(torch.rand(3, 4) + 1,), (torch.full((3, 4), 1.0),), (torch.full((3, 4), 9.0),)])

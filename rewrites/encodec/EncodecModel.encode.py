@@ -45,7 +45,7 @@ def encode(
 
     _, channels, input_length = input_values.shape
 
-    _ub.raise_if(_ub.or_(channels < 1, lambda: channels > 2), lambda: ValueError(f"Number of audio channels must be 1 or 2, but got {channels}"), 'ValueError: Number of audio channels must be 1 or 2, but got {channels}')
+    _ub.raise_if(_ub.or_(channels < 1, lambda: channels > 2), lambda: ValueError(f"Number of audio channels must be 1 or 2, but got {channels}"), lambda: 'ValueError: Number of audio channels must be 1 or 2, but got ' + _ub.shown(channels, 'channels'))
 
     chunk_length = self.config.chunk_length
     if chunk_length is None:

@@ -104,9 +104,36 @@ def settled(value):
     tensor made from Python values alone (a jump flag set from Python tests, ``_ub.flag(False)``)
     carries its value (a fake tensor's ``constant``), and a test of it decides nothing from data."""
     constant = getattr(value, "constant", None) if isinstance(value, torch.Tensor) else None
-    if isinstance(constant, torch.Tensor) and constant.numel() == 1 and constant.dtype == torch.bool:
+    if isinstance(constant, torch.Tensor) and constant.numel() == 1:
         return bool(constant)
     return value
+
+
+def truth(pred):
+    """A tensor condition as every lowering takes it (a cond, a where, a check, a loop's exit): Python's
+    ``bool()`` of a one-element tensor of any rank and dtype, as a 0-d bool tensor. A ``(1,)`` condition
+    left as it is broadcasts a where's result to its shape, and a float one is no where or while_loop
+    condition; a tensor of no or several elements raises as ``bool()`` does (a size unknown while tracing
+    is checked to be 1, as eager needs). Anything else comes back as it is."""
+    if not isinstance(pred, torch.Tensor):
+        return pred
+    n = pred.numel()
+    if not statically_known_true(n == 1):
+        empty = statically_known_true(n == 0)
+        if empty or statically_known_true(n > 1):
+            message = f"Boolean value of Tensor with {'no values' if empty else 'more than one value'} is ambiguous"
+            if torch.compiler.is_dynamo_compiling():  # (dynamo would report the exception as its own)
+                fail(f"this line: {message} (a condition of shape {tuple(pred.shape)})", "condition")
+            raise RuntimeError(message)
+        torch._check(n == 1)
+    if pred.dim():
+        pred = pred.reshape(())
+    return pred if pred.dtype == torch.bool else pred != 0
+
+
+def truth_tensor(pred) -> torch.Tensor:
+    """:func:`truth` as a tensor: a bool or SymBool joining a tensor condition is a 0-d one."""
+    return truth(pred) if isinstance(pred, torch.Tensor) else torch.full((), pred, dtype=torch.bool)
 
 
 def is_tensor(value) -> bool:

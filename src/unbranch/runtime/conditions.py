@@ -26,7 +26,7 @@ import operator
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_false, statically_known_true
 
-from ._tracing import is_symbolic, tracing
+from ._tracing import is_symbolic, tracing, truth_tensor
 from .loops import Stacked
 
 # the operators rewritten code calls as ``_ub.<name>``
@@ -114,10 +114,8 @@ def float_(value):
 def _combine(values, op: str):
     """``values[0] or values[1] or ...`` (``op`` "or", else "and") of symbolic truths."""
     if any(isinstance(v, torch.Tensor) for v in values):
-        from .control_flow import _bool_tensor
-
         join = torch.logical_or if op == "or" else torch.logical_and
-        return functools.reduce(join, [_bool_tensor(v) for v in values])
+        return functools.reduce(join, [truth_tensor(v) for v in values])
     return functools.reduce(operator.or_ if op == "or" else operator.and_, values)
 
 

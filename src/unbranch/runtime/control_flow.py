@@ -21,7 +21,16 @@ from torch._prims_common import is_contiguous_or_false
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_true
 from torch.utils import _pytree as pytree
 
-from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller, settled
+from ._tracing import (
+    fail,
+    fresh_outputs,
+    is_symbolic,
+    logging_dropped,
+    origin_of_caller,
+    settled,
+    truth,
+    truth_tensor,
+)
 from .jumps import accelerator, tensorised
 from .settings import applied, current
 
@@ -68,6 +77,8 @@ def if_stmt(
     values, as the settings' ``branches`` say (``_where_pays``).
     """
     pred = settled(pred)
+    if is_symbolic(pred):
+        pred = truth(pred)
     if keep is not None and is_symbolic(pred):
         return _one_side(pred, then_fn, else_fn, operands, keep)
     if not tensor_outputs and isinstance(pred, torch.Tensor) and is_symbolic(pred):
@@ -582,12 +593,6 @@ def _restore_kind(out):
     return tuple(out) if isinstance(out, list) else out
 
 
-def _bool_tensor(v):
-    if isinstance(v, torch.Tensor):
-        return v if v.dtype == torch.bool else v != 0
-    return torch.full((), v, dtype=torch.bool)  # a SymBool (or bool) joining a tensor condition
-
-
 def and_(left, right_fn):
     """``left and right`` in a condition; ``&`` when ``left`` (then ``right``) is symbolic."""
     if not is_symbolic(left):
@@ -596,7 +601,7 @@ def and_(left, right_fn):
     if not is_symbolic(right):
         return left if right else False
     if isinstance(left, torch.Tensor) or isinstance(right, torch.Tensor):
-        return torch.logical_and(_bool_tensor(left), _bool_tensor(right))
+        return torch.logical_and(truth_tensor(left), truth_tensor(right))
     return left & right
 
 
@@ -608,7 +613,7 @@ def or_(left, right_fn):
     if not is_symbolic(right):
         return True if right else left
     if isinstance(left, torch.Tensor) or isinstance(right, torch.Tensor):
-        return torch.logical_or(_bool_tensor(left), _bool_tensor(right))
+        return torch.logical_or(truth_tensor(left), truth_tensor(right))
     return left | right
 
 
@@ -644,7 +649,7 @@ def if_exp(pred, then_fn, else_fn):
     """
     if not is_symbolic(pred):
         return then_fn() if _taken(pred) else else_fn()
-    return _cond_exp(_on_data(pred), then_fn, else_fn, origin_of_caller(1))
+    return _cond_exp(_on_data(truth(pred)), then_fn, else_fn, origin_of_caller(1))
 
 
 def pick(pred, then_fn, else_fn):
@@ -658,7 +663,7 @@ def pick(pred, then_fn, else_fn):
     Python. The compiler writes this only for sides with no effect to run twice."""
     if not is_symbolic(pred):
         return then_fn() if _taken(pred) else else_fn()
-    pred = _on_data(pred)
+    pred = _on_data(truth(pred))
     if isinstance(pred, torch.Tensor):
         origin = origin_of_caller(1)
         try:

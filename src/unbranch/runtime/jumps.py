@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch.utils import _pytree as pytree
 
+from ._tracing import is_symbolic, truth_tensor
+
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = ["flag"]
 
@@ -16,8 +18,8 @@ def flag(value=False) -> torch.Tensor:
     Used where a flag may be set inside a converted branch or carried by a converted loop;
     elsewhere the compiler keeps plain ``True``/``False``.
     """
-    if isinstance(value, torch.Tensor):
-        return value.bool().reshape(())
+    if isinstance(value, torch.Tensor) or is_symbolic(value):  # (a SymBool from data: never guarded on)
+        return truth_tensor(value)
     return torch.tensor(bool(value))
 
 

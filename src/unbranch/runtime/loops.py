@@ -35,7 +35,17 @@ import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils import _pytree as pytree
 
-from ._tracing import fail, fresh_outputs, is_symbolic, logging_dropped, origin_of_caller, tracing
+from ._tracing import (
+    fail,
+    fresh_outputs,
+    is_symbolic,
+    logging_dropped,
+    origin_of_caller,
+    settled,
+    tracing,
+    truth,
+    truth_tensor,
+)
 from .checks import check
 from .jumps import accelerator, tensorised
 from .settings import current
@@ -94,11 +104,12 @@ def _for_executorch(carry, where, construct: str = "for") -> None:
         )
 
 
-def _while(test, step, state, where) -> tuple:
+def _while(test, step, state, where, bound=None) -> tuple:
     """``while_loop(test, step, state)``; under ``target="executorch"``, which has no while_loop, a
-    scan of ``max_loop_iterations`` steps whose step runs the body only while ``test`` holds (a ``cond``),
-    or an UnbranchError at export when no bound was given."""
-    bound = current().max_iterations
+    scan of ``bound`` steps (the most the loop takes, when known; else ``max_loop_iterations``) whose
+    step runs the body only while ``test`` holds (a ``cond``), or an UnbranchError at export when no
+    bound was given."""
+    bound = current().max_iterations if bound is None else bound
     if current().target != "executorch":
         from torch._higher_order_ops.while_loop import while_loop
 
@@ -117,7 +128,7 @@ def _while(test, step, state, where) -> tuple:
     state = tuple(_counter(v, device) for v in state)
 
     def scan_step(values, _):
-        go = _bool_tensor(test(*values))
+        go = truth_tensor(test(*values))
         # (a value the body gives back unchanged is copied here: torch's own copy of it took another input's)
         new = torch.cond(
             go, lambda *v: fresh_outputs(tuple(step(*v)), v), lambda *v: tuple(t.clone() for t in v), tuple(values)
@@ -127,14 +138,8 @@ def _while(test, step, state, where) -> tuple:
     final, _ = _scan(scan_step, state, torch.arange(bound, device=device), device, False)
     # ExecuTorch removes runtime checks (RemoveGraphAssertsPass): the other backends make this one
     message = f"{place}: this loop needs more than max_loop_iterations={bound} steps"
-    check(torch.logical_not(_bool_tensor(test(*final))), message)
+    check(torch.logical_not(truth_tensor(test(*final))), message)
     return final
-
-
-def _bool_tensor(p) -> torch.Tensor:
-    if isinstance(p, torch.Tensor):
-        return p if p.dtype == torch.bool else p != 0
-    return torch.scalar_tensor(p, dtype=torch.bool)
 
 
 def _as_tuple(out, n: int) -> tuple:
@@ -357,9 +362,21 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     scannable = (plain or backwards) and not isinstance(steps, torch.Tensor) and not _data_dependent(steps)
     if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
         state, step_body = tuple(carry), _unread(body, len(reads))
-        for i in range(start, stop, step):
+        steps = range(start, stop, step)
+        for i in steps:
             state = _append(_as_tuple(step_body(i, *state), n + m), n, appends)
-            if any(state[k] for k in stops):
+            flags = [settled(state[k]) for k in stops]
+            if any(is_symbolic(f) for f in flags):
+                # a break decided by data: the remaining steps are one while_loop that tests the flags,
+                # not one cond each (where it cannot carry the state, each step's guard is one)
+                rest = range(i + step, stop, step)
+                device = accelerator(state, reads)
+                flagged, flagged_body = _with_flags(state, step_body, literals, n, device)
+                if len(rest) and not m and _all_tensors(flagged):
+                    rest = (rest.start, rest.stop, step, flagged_body, list(flagged), mutated, kept, device)
+                    return _counted_with_bounds(*rest, stops=stops, bound=len(range(*rest[:3])))
+                continue
+            if any(flags):
                 break  # (the remaining steps would do nothing: see for_each)
         return _from_tuple((*state, *appends))
     if scannable:
@@ -447,13 +464,19 @@ def row(value, tensor, index):
     return at(tensor)[index] if value is None else value
 
 
-def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, device):
-    """The while_loop of ``for_range``, the counter and the stop carried as 0-d tensors (see there)."""
+def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, device, stops=(), bound=None):
+    """The while_loop of ``for_range``, the counter and the stop carried as 0-d tensors (see there).
+    ``stops``: flags among the carry that end the loop once set (a break); ``bound``: the most steps
+    it takes, known when the bounds are ints (ExecuTorch's masked scan then needs no
+    ``max_loop_iterations``)."""
 
     n = len(carry)
 
     def test(k, last, *values):
-        return k < last if step > 0 else k > last
+        going = k < last if step > 0 else k > last
+        for j in stops:
+            going = torch.logical_and(going, torch.logical_not(truth_tensor(values[j])))
+        return going
 
     def loop_step(k, last, *values):
         out = _as_tuple(body(k.clone(), *_fresh_carry(values, mutated)), n)
@@ -461,7 +484,7 @@ def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, device):
 
     counter = start.clone() if isinstance(start, torch.Tensor) else _counter(start, device)
     last = stop.clone() if isinstance(stop, torch.Tensor) else _counter(stop, device)
-    final = _while(test, loop_step, (counter, last, *carry), _origin)[2:]
+    final = _while(test, loop_step, (counter, last, *carry), _origin, bound)[2:]
     return _from_tuple(_write_back(carry, final, mutated, kept))
 
 
@@ -627,8 +650,7 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=(), literals=()):
     carry = state
 
     def test(*values):
-        p = cond(*values)
-        return p if not isinstance(p, torch.Tensor) or p.dtype == torch.bool else p != 0
+        return truth(cond(*values))
 
     def step(*values):
         return fresh_outputs(_as_tuple(body(*_fresh_carry(values, mutated)), len(carry)), values)

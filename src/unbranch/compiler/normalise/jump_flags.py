@@ -510,6 +510,7 @@ class JumpFlags(Pass):
                 guard = cst.If(cst.UnaryOperation(cst.Not(), stopped), cst.IndentedBlock(new_body))
                 new_body = [guard]
                 ctx.run.stop_flags.update(names)
+                ctx.run.kinds.add(LOOP)  # (ForToScan's: a static range a flag from data stops is one loop op)
         new = new.with_changes(body=new.body.with_changes(body=new_body))
         if endless:
             ctx.origins.retested(new, original)  # (the loop's test is the flag now, no longer True)

@@ -658,12 +658,18 @@ class ForToScan(LoopRule):
         return True
 
     def is_candidate(self, original: cst.For) -> bool:
-        """A ``for`` over a tensor or symbolic size, or over a ``range`` bounded by an enclosing index."""
+        """A ``for`` over a tensor or symbolic size, or over a ``range`` bounded by an enclosing index or
+        stopped by a break on data: eagerly the same loop, under export one while_loop for the steps
+        after the one that set the flag from data (``_ub.for_range``'s ``stops``), not a cond a step."""
         if self.ctx.is_candidate_loop(original) or data_dependent(original.iter, self._data_dependent):
             return True
         rng = _call_of(original.iter, "range")
         enclosing = set().union(*self._indices[:-1]) if self._indices else set()
-        return rng is not None and bool(expr_reads(rng) & enclosing)
+        return rng is not None and (bool(expr_reads(rng) & enclosing) or self._stopped(original))
+
+    def _stopped(self, loop: cst.For) -> bool:
+        """Does the body set a break's flag (normalise.jump_flags), which guards the rest of each step?"""
+        return bool(block_writes(loop.body.body) & self.ctx.stop_flags)
 
     def leave_For(self, original: cst.For, updated: cst.For):
         try:

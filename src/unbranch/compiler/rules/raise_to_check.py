@@ -7,8 +7,8 @@ Eager runs raise exactly ``E(msg)``; under export the check becomes a runtime as
 the graph instead of a data-dependent branch. An ``else`` part follows the check unchanged;
 ``if c: body else: raise E(msg)`` becomes the check ``_ub.raise_if(_ub.not_(c), ...)`` then
 ``body``. The exception is built only when the check fails; a message formatting values
-(``f"{x.min().item()}"``, ``f"{x.shape}"``) also gets its source text, which the runtime
-shows under export, where those values are symbolic.
+(``f"{x.min().item()}"``, ``f"{x.shape}"``) also gets the message the exported program shows: what can be formatted
+while torch traces (names, types, static sizes) formatted there, what is data by its source.
 ``assert cond, msg`` on a condition that may be a tensor becomes
 ``_ub.raise_if(_ub.not_(cond), lambda: AssertionError(msg))``. A failing block may compute
 its message first (``i = ...; raise E(f"{i}")``, ``torch._assert(False, msg)``): those
@@ -17,6 +17,7 @@ statements go into a function building the exception, run only when the check fa
 
 from __future__ import annotations
 
+import ast
 import functools
 
 import libcst as cst
@@ -58,7 +59,7 @@ class RaiseToCheck(Pass):
             """,
             """
             def forward(self, x):
-                _ub.raise_if(_ub.or_(x.shape[0] < 2, lambda: _ub.not_(torch.isfinite(x).all())), lambda: ValueError(f"bad input {x.shape}"), 'ValueError: bad input {x.shape}')
+                _ub.raise_if(_ub.or_(x.shape[0] < 2, lambda: _ub.not_(torch.isfinite(x).all())), lambda: ValueError(f"bad input {x.shape}"), lambda: 'ValueError: bad input ' + _ub.shown(x.shape, 'x.shape'))
                 y = x + 1
                 return y
             """,
@@ -74,7 +75,7 @@ class RaiseToCheck(Pass):
             """,
             """
             def forward(self, x):
-                _ub.raise_if(_ub.not_((x >= 0).all()), lambda: ValueError(f"negative input, min {x.min().item():.3f}"), 'ValueError: negative input, min {x.min().item():.3f}')
+                _ub.raise_if(_ub.not_((x >= 0).all()), lambda: ValueError(f"negative input, min {x.min().item():.3f}"), 'ValueError: negative input, min <x.min().item()>')
                 y = x.sqrt()
                 return y
             """,  # noqa: E501
@@ -127,7 +128,7 @@ class RaiseToCheck(Pass):
                 def branch_cond_fail_1():
                     index = torch.where(bad.any(dim=1))[0][0]
                     return AssertionError(f"invalid box {boxes[index].tolist()}")
-                _ub.raise_if(bad.any(), branch_cond_fail_1, 'AssertionError: invalid box {boxes[index].tolist()}')
+                _ub.raise_if(bad.any(), branch_cond_fail_1, 'AssertionError: invalid box <boxes[index].tolist()>')
                 return boxes
             """,
         ),
@@ -234,9 +235,10 @@ class RaiseToCheck(Pass):
         else:  # the failing block's function, called with the names it rebinds
             make = failure[1].func if not failure[1].args else cst.Lambda(cst.Parameters(), failure[1])
         args = [failed, make]
-        text = message_text(exc)
+        bound = block_writes(failure[0].body.body) if failure is not None else frozenset()
+        text = message_text(exc, cst.Attribute(cst.Name(self.ctx.runtime), cst.Name("shown")), bound)
         if text is not None:
-            args.append(cst.SimpleString(repr(text)))
+            args.append(text)
         return self.ctx.runtime_call("raise_if", *args)
 
     def leave_Assert(self, original, updated):
@@ -300,17 +302,101 @@ def _unparenthesised(pred: cst.BaseExpression) -> cst.BaseExpression:
 _CONSTANT = (cst.SimpleString, cst.Integer, cst.Float, cst.Name)
 
 
-def message_text(exc: cst.BaseExpression) -> str | None:
-    """``"E: text"`` of an exception whose arguments compute something (None: they are constants).
+def message_text(exc: cst.BaseExpression, shown: cst.BaseExpression, bound=frozenset()) -> cst.BaseExpression | None:
+    """What a runtime assertion says for an exception whose arguments compute something (None: they are
+    constants): ``"E: text"``, which the exported program fixes when it is traced.
 
-    ``ValueError(f"min {x.min().item():.3f}")`` -> ``"ValueError: min {x.min().item():.3f}"``.
+    A field the program can format there (a name, an attribute, ``type(v).__name__``, a size) is
+    formatted by ``_ub.shown`` (``shown``), which gives Python's text for a plain value and the field's
+    source, ``<value>``, for one torch traces as data (a tensor, a symbolic size); a field computing
+    from data (``x.min().item()``), or reading what a failing block computes (``bound``), is its source.
+    The message is then a lambda joining the pieces (run only while tracing), else one string.
+
+    ``ValueError(f"min {x.min().item():.3f}")`` -> ``'ValueError: min <x.min().item()>'``.
     """
     if not isinstance(exc, cst.Call):
         return None
     if all(_constant(a.value) and a.keyword is None and not a.star for a in exc.args):
         return None
     code = cst.Module([]).code_for_node
-    return f"{code(exc.func)}: " + ", ".join(_rendered(a.value, code) for a in exc.args)
+    parts: list = [f"{code(exc.func)}: "]
+    for n, arg in enumerate(a for a in exc.args if a.keyword is None and not a.star):
+        parts += [", "] * (n > 0) + _parts(arg.value, code, lambda e: _formattable(e, bound))
+    fields = [p for p in parts if not isinstance(p, str)]
+    if not fields:
+        return cst.SimpleString(repr("".join(parts)))
+    pieces: list = []
+    for p in parts:
+        if isinstance(p, str):
+            if pieces and isinstance(pieces[-1], str):
+                pieces[-1] += p
+            else:
+                pieces.append(p)
+            continue
+        value, conversion, spec = p
+        args = [value, cst.SimpleString(repr(code(value)))]
+        if conversion or spec:
+            args += [cst.SimpleString(repr(conversion or "")), cst.SimpleString(repr(spec))]
+        pieces.append(cst.Call(shown, [cst.Arg(a) for a in args]))
+    pieces = [cst.SimpleString(repr(p)) if isinstance(p, str) else p for p in pieces]
+    joined = functools.reduce(lambda a, b: cst.BinaryOperation(a, cst.Add(), b), pieces)
+    return cst.Lambda(cst.Parameters(), joined)
+
+
+def _parts(e, code, formattable) -> list:
+    """A message argument as text (str) and fields to format where the program runs
+    (``(expression, conversion, spec)``)."""
+    if isinstance(e, cst.ConcatenatedString):
+        return _parts(e.left, code, formattable) + _parts(e.right, code, formattable)
+    if isinstance(e, cst.SimpleString) and isinstance(e.evaluated_value, str):
+        return [e.evaluated_value]
+    if not isinstance(e, cst.FormattedString):
+        return [(e, None, "")] if formattable(e) else [f"<{code(e)}>"]
+    quote = e.start.lstrip("fFrRbBuU")
+    prefix = "".join(c for c in e.start[: -len(quote)] if c in "rR")
+    out: list = []
+    for part in e.parts:
+        if isinstance(part, cst.FormattedStringText):  # (its source text: escapes and doubled braces)
+            text = ast.literal_eval(prefix + quote + part.value + quote)
+            out.append(text.replace("{{", "{").replace("}}", "}"))
+            continue
+        spec = part.format_spec or []
+        if formattable(part.expression) and all(isinstance(s, cst.FormattedStringText) for s in spec):
+            out.append((part.expression, part.conversion, "".join(s.value for s in spec)))
+        else:
+            out.append(f"<{code(part.expression)}>")
+    return out
+
+
+# what a field may call and still be formatted where the export traces it: nothing that reads data
+# (``.item()``, ``.tolist()``, ``.min()``): sizes, types and names of plain Python values
+_FORMATTING_CALLS = frozenset({"type", "len", "tuple", "list", "str", "repr", "getattr", "sorted", "isinstance"})
+_FORMATTING_METHODS = frozenset({"size", "dim", "numel", "join", "keys", "values", "items"})
+
+
+def _formattable(e: cst.BaseExpression, bound) -> bool:
+    """Can ``e`` be evaluated where the program is traced, without reading data or running effects?"""
+    if isinstance(e, cst.Name):
+        return e.value not in bound
+    if isinstance(e, (cst.SimpleString, cst.Integer, cst.Float)):
+        return True
+    if isinstance(e, cst.Attribute):
+        return _formattable(e.value, bound)
+    if isinstance(e, cst.Subscript):
+        return _formattable(e.value, bound) and all(
+            isinstance(s.slice, cst.Index) and _formattable(s.slice.value, bound) for s in e.slice
+        )
+    if isinstance(e, (cst.Tuple, cst.List)):
+        return all(_formattable(el.value, bound) for el in e.elements)
+    if isinstance(e, cst.Call):
+        func = e.func
+        allowed = (isinstance(func, cst.Name) and func.value in _FORMATTING_CALLS) or (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in _FORMATTING_METHODS
+            and _formattable(func.value, bound)
+        )
+        return allowed and all(a.keyword is None and not a.star and _formattable(a.value, bound) for a in e.args)
+    return False
 
 
 def _constant(e) -> bool:
@@ -319,14 +405,3 @@ def _constant(e) -> bool:
     if isinstance(e, cst.FormattedString):
         return all(isinstance(p, cst.FormattedStringText) for p in e.parts)
     return isinstance(e, _CONSTANT)
-
-
-def _rendered(e, code) -> str:
-    """A string argument as its text (an f-string with its ``{...}`` fields as written)."""
-    if isinstance(e, cst.ConcatenatedString):
-        return _rendered(e.left, code) + _rendered(e.right, code)
-    if isinstance(e, cst.FormattedString):
-        return "".join(code(p) for p in e.parts)
-    if isinstance(e, cst.SimpleString):
-        return e.evaluated_value if isinstance(e.evaluated_value, str) else code(e)
-    return code(e)
