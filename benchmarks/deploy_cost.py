@@ -30,7 +30,7 @@ import unbranch
 import unbranch.onnx
 from unbranch.hf.zoo import MODELS
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
 from deploy_programs import Renormalise  # noqa: E402
 
 

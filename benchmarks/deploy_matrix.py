@@ -44,7 +44,7 @@ import torch
 from _common import RESULTS, machine, write
 from torch.export import Dim
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
 from deploy_backends import BACKENDS, CUDA_BACKENDS, available  # noqa: E402
 from deploy_programs import PROGRAMS, RowLoop, on  # noqa: E402
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from _common import machine, write
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
 import torch  # noqa: E402
 from families import check  # noqa: E402
 

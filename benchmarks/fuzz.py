@@ -38,7 +38,7 @@ from pathlib import Path
 from _common import machine, write
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
 from fuzzing import PYTHON_ARGS, Divergence, branches_on_tensors, check_eager, check_export, load, programs  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from layouts import LAYOUTS, render  # noqa: E402

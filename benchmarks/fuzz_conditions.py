@@ -27,7 +27,7 @@ import torch
 from _common import machine, write
 from torch.export import Dim
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
 from fuzzing import load  # noqa: E402
 
 import unbranch  # noqa: E402
@@ -99,7 +99,7 @@ def program(rng: random.Random, ambiguous: bool = False) -> str:
         a, b = EXPRESSIONS[name]
         body.append(f"    {name} = {a} if {cond} else {b}")
     elif kind == "check":
-        body += [f"    if {cond}:", f'        raise ValueError(f"rejected: {{x.shape[1]}} columns")']
+        body += [f"    if {cond}:", '        raise ValueError(f"rejected: {x.shape[1]} columns")']
     else:  # a loop whose exit is the condition, on a value the loop changes
         body += [
             "    for _ in range(3):",

@@ -2,11 +2,15 @@
 
 import inspect
 
+import pytest
 import torch
 from torch.export import Dim
 
 import unbranch
 from unbranch.exporting.report import branch_nodes
+
+# the export modes a test runs in (conftest.py marks strict=True outside the core files as `second_mode`)
+MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 # (major, minor) of the torch installed: what an older release cannot export at all is its own limit
 TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])

@@ -3,12 +3,11 @@ step updates (counters, running statistics) export, and the program updates them
 
 import pytest
 import torch
-from helpers import export_rewritten
+from helpers import MODES, export_rewritten
 from torch.export import Dim
 
 import unbranch
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 # on a GPU the hoisted local, the branch's copy and the write-back live on the buffer's device
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]
 

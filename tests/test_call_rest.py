@@ -6,13 +6,13 @@ eager runs inside it, nothing left behind, and the errors where no caller can ta
 import pytest
 import torch
 from families import HelperGivesNoneOrMask, MethodPicksSubmodule, _positive_mask, _rows
+from helpers import MODES
 from torch.export import Dim
 
 import unbranch
 from unbranch import UnbranchError
 from unbranch.runtime import settings
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 D0 = ({0: Dim.DYNAMIC},)
 INPUTS = [_rows(3), -_rows(6), _rows(7) - 0.6]  # every side of both calls, other sizes
 

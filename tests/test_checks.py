@@ -6,11 +6,10 @@ exported program with the user's message, eager runs stay exactly Python's.
 
 import pytest
 import torch
-from helpers import check_export, count_branches, export_rewritten
+from helpers import MODES, check_export, count_branches, export_rewritten
 
 import unbranch
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 pos = lambda *s: torch.rand(*s) + 0.5  # noqa: E731
 neg = lambda *s: -torch.rand(*s) - 0.5  # noqa: E731
 

@@ -163,14 +163,14 @@ def test_validate_verbose_heads_each_export(capfd):
 
 
 @pytest.mark.slow
-def test_validate_default_model_json(capsys):
+def test_validate_default_model_json(recorded_validation, capsys):
     assert main(["validate", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["model"] == "BartModel" and row["ok"] and row["plain"] != "ok" and row["rewritten"] == "ok"
 
 
 @pytest.mark.slow
-def test_validate_is_quiet_unless_verbose(capfd):
+def test_validate_is_quiet_unless_verbose(recorded_validation, capfd):
     assert main(["validate"]) == 0
     out, err = capfd.readouterr()
     assert len((out + err).splitlines()) <= 5 and "def forward" not in out + err  # the table alone
@@ -180,7 +180,7 @@ def test_validate_is_quiet_unless_verbose(capfd):
 
 
 @pytest.mark.slow
-def test_validate_onnx_column(capfd):
+def test_validate_onnx_column(recorded_validation, capfd):
     assert main(["validate", "--onnx"]) == 0
     out, err = capfd.readouterr()
     assert "onnxruntime" in out.splitlines()[0] and "1 If, max diff" in out

@@ -9,12 +9,11 @@ import textwrap
 
 import pytest
 import torch
-from helpers import all_dynamic, assert_same, count_branches, export_rewritten
+from helpers import MODES, all_dynamic, assert_same, count_branches, export_rewritten
 
 import unbranch
 from unbranch import runtime
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 pos = lambda *s: torch.rand(*s) + 0.5  # noqa: E731
 neg = lambda *s: -torch.rand(*s) - 0.5  # noqa: E731
 

@@ -10,12 +10,11 @@ export modes, including the state of a buffer passed in by the caller and a view
 
 import pytest
 import torch
-from helpers import count_vmaps, export_rewritten
+from helpers import MODES, count_vmaps, export_rewritten
 from torch.export import Dim
 
 import unbranch
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 SCAN = torch.ops.higher_order.scan
 
 

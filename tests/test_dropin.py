@@ -11,13 +11,12 @@ import pytest
 import sample_user
 import torch
 import transformers
-from helpers import assert_same, count_branches
+from helpers import MODES, assert_same, count_branches
 from torch.export import Dim
 
 import unbranch
 from unbranch import UnbranchError
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 PEER_NAMES = [
     *("AutoformerEncoder", "AutoformerEncoderLayer", "AutoformerForPrediction", "AutoformerModel"),
     *("BartEncoderLayer", "BartForConditionalGeneration", "BartModel"),

@@ -9,15 +9,13 @@ code changed in place) must agree.
 import libcst as cst
 import pytest
 import torch
-from helpers import all_dynamic, assert_same, count_branches
+from helpers import MODES, all_dynamic, assert_same, count_branches
 from torch.export import Dim
 from torch.utils import _pytree as pytree
 
 import unbranch
 from unbranch.compiler.analysis.effects import block_effects
 from unbranch.errors import UnbranchError
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 
 def run_three_ways(model, example, inputs, strict, rewrite, conds=None):

@@ -6,12 +6,11 @@ branch and on shapes other than the example's.
 
 import pytest
 import torch
-from helpers import assert_same, check_export, count_branches, export_rewritten
+from helpers import MODES, assert_same, check_export, count_branches, export_rewritten
 from torch.export import Dim
 
 import unbranch
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 pos = lambda *s: torch.rand(*s) + 0.5  # noqa: E731
 neg = lambda *s: -torch.rand(*s) - 0.5  # noqa: E731
 

@@ -7,10 +7,9 @@ other than the example's. The plain export of each stops at control flow on data
 import pytest
 import torch
 from families import PROGRAMS, check
+from helpers import MODES
 
 import unbranch
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 
 def _export(model, example, dynamic, strict):

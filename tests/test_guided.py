@@ -13,14 +13,12 @@ import math
 
 import pytest
 import torch
-from helpers import TORCH, assert_same, count_branches
+from helpers import MODES, TORCH, assert_same, count_branches
 from otherlib import boxes, schedulers
 from torch.export import Dim
 
 import unbranch
 from unbranch.load import rewriting
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 
 class WhileOnLocal(torch.nn.Module):

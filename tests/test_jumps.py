@@ -7,12 +7,10 @@ every branch and loop exit, and on another shape.
 
 import pytest
 import torch
-from helpers import assert_same, count_branches, count_ops
+from helpers import MODES, assert_same, count_branches, count_ops
 from torch.export import Dim
 
 import unbranch
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 
 def export(model, example, strict, dims=None):

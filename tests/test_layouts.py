@@ -14,7 +14,7 @@ import pytest
 import sample_layouts
 import torch
 from fuzzing import PYTHON_ARGS, branches_on_tensors, check_eager, check_export, load, programs
-from helpers import assert_same, line_of
+from helpers import MODES, assert_same, line_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from layouts import LAYOUTS, render
@@ -23,9 +23,6 @@ from torch.export import Dim
 
 import unbranch
 from unbranch import UnbranchError
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
-
 
 IDS = [f.__name__ for f, _ in CASES]
 

@@ -14,12 +14,10 @@ import sys
 import pytest
 import sample_user
 import torch
-from helpers import assert_same, count_branches, count_ops
+from helpers import MODES, assert_same, count_branches, count_ops
 from torch.export import Dim
 
 import unbranch
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 
 def _export(model, strict):

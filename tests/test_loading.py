@@ -8,14 +8,12 @@ import traceback
 import pytest
 import sample_alias
 import torch
-from helpers import count_branches, export_rewritten
+from helpers import MODES, count_branches, export_rewritten
 from torch.export import Dim
 
 import unbranch
 from unbranch import UnbranchError
 from unbranch.load import cache
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 
 def make_closure(offset):

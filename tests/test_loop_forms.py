@@ -9,12 +9,11 @@ Eager runs inside the context give exactly the original results.
 
 import pytest
 import torch
-from helpers import count_loops, count_ops, count_vmaps, export_rewritten
+from helpers import MODES, count_loops, count_ops, count_vmaps, export_rewritten
 from torch.export import Dim
 
 import unbranch
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 SCAN, WHILE = torch.ops.higher_order.scan, torch.ops.higher_order.while_loop
 
 

@@ -6,12 +6,10 @@ than the example's. More loop forms: test_loop_forms.py.
 
 import pytest
 import torch
-from helpers import count_loops, count_ops, export_rewritten
+from helpers import MODES, count_loops, count_ops, export_rewritten
 from torch.export import Dim
 
 import unbranch
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 
 def check(model, example, lengths, strict, dims, scans=0, whiles=0, make=None):

@@ -5,12 +5,10 @@ modes, compared with eager on each side and at another size."""
 
 import pytest
 import torch
-from helpers import assert_same, count_branches, count_ops
+from helpers import MODES, assert_same, count_branches, count_ops
 from torch.export import Dim
 
 import unbranch
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 
 class IntFromItem(torch.nn.Module):

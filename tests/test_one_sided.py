@@ -9,14 +9,13 @@ file and line, on an input that would take the other; export warns, and the repo
 
 import pytest
 import torch
-from helpers import assert_same, count_branches, line_of
+from helpers import MODES, assert_same, count_branches, line_of
 from otherlib import boxes
 from torch.export import Dim
 
 import unbranch
 from unbranch import UnbranchError
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 DYNAMIC3 = ({0: Dim.DYNAMIC},) * 3
 
 

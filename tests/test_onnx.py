@@ -18,7 +18,6 @@ import onnx_ir  # noqa: E402
 import onnxruntime  # noqa: E402
 
 import unbranch.onnx  # noqa: E402
-from unbranch.hf.validate import validate  # noqa: E402
 
 DYN0 = ({0: Dim.DYNAMIC},)
 
@@ -163,20 +162,20 @@ def if_conditions(program_model, session_inputs: dict) -> list[bool]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["BartModel", "LEDModel", "LongT5Model"])
-def test_float16_model_in_onnxruntime(name):
-    res = validate(name, torch.float16, onnx=True)
+def test_float16_model_in_onnxruntime(name, validated):
+    res = validated(name, torch.float16, onnx=True)
     assert res.onnx == "ok" and res.onnx_ops.get("If", 0) == res.conds >= 1
     assert set(res.onnx_diff) == {"example", "other shape", "flipped weights"}
     assert res.ok and (res.both_sides or (name in ONE_CLAMP_FLIPPED and res.flipped)), (res.onnx_diff, res.sides)
 
 
 @pytest.mark.slow
-def test_nllb_moe_float16_in_onnxruntime():
+def test_nllb_moe_float16_in_onnxruntime(validated):
     """NllbMoe's flipped weights saturate every activation: the values then diverge in float32 too,
     without any cond (0.023). What onnxruntime must get right there is the side of each If."""
     from unbranch.hf.zoo import MODELS
 
-    res = validate("NllbMoeModel", torch.float16, onnx=True)
+    res = validated("NllbMoeModel", torch.float16, onnx=True)
     assert res.onnx == "ok" and res.onnx_ops.get("If", 0) == res.conds >= 1 and res.both_sides
     assert res.onnx_diff["example"] <= 2e-2 and res.onnx_diff["other shape"] <= 2e-2
     tiny = MODELS["NllbMoeModel"]

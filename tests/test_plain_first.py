@@ -9,12 +9,10 @@ exports again; the program narrowing least is returned, with a warning where one
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import assert_same, count_branches, line_of
+from helpers import MODES, assert_same, count_branches, line_of
 from torch.export import Dim
 
 import unbranch
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 
 class PadToWidth(torch.nn.Module):

@@ -6,12 +6,11 @@ import types
 
 import pytest
 import torch
-from helpers import count_branches
+from helpers import MODES, count_branches
 from torch.export import Dim
 
 import unbranch
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 D0 = ({0: Dim.DYNAMIC},)
 
 

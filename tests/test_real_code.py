@@ -7,12 +7,11 @@ import logging
 
 import pytest
 import torch
-from helpers import assert_same, count_branches, line_of
+from helpers import MODES, assert_same, count_branches, line_of
 from torch.export import Dim
 
 import unbranch
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 DYNAMIC = ({0: Dim.DYNAMIC},)
 
 

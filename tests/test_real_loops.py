@@ -5,12 +5,10 @@ UnbranchError naming the line and the reason.
 
 import pytest
 import torch
-from helpers import assert_same, line_of
+from helpers import MODES, assert_same, line_of
 from torch.export import Dim
 
 import unbranch
-
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 
 
 def _rows(*sums):

@@ -10,14 +10,13 @@ data-dependent error itself is a deliberate fallback and is left alone.
 
 import pytest
 import torch
-from helpers import assert_same, count_branches, line_of
+from helpers import MODES, assert_same, count_branches, line_of
 from torch.export import Dim
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 import unbranch
 from unbranch import UnbranchError
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 HOW = ["unbranch.export", "context", "rewrite=model"]
 
 

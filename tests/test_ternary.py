@@ -7,11 +7,10 @@ other shapes; a cond is in the graph exactly where a tensor condition was rewrit
 
 import pytest
 import torch
-from helpers import assert_same, check_export, count_branches, export_rewritten
+from helpers import MODES, assert_same, check_export, count_branches, export_rewritten
 
 import unbranch
 
-MODES = [pytest.param(False, id="nonstrict"), pytest.param(True, id="strict")]
 pos = lambda *s: torch.rand(*s) + 0.5  # noqa: E731
 neg = lambda *s: -torch.rand(*s) - 0.5  # noqa: E731
 INPUTS = [(pos(4, 3),), (neg(4, 3),), (pos(7, 2),), (neg(2, 5),)]
