@@ -1,8 +1,8 @@
 """The deployment matrix: per construct and backend, does the exported program run like eager, and how fast.
 
-1. **Matrix**: every program of ``tests/deploy_programs.py`` (one per construct and lowering),
+1. **Matrix**: every program of ``benchmarks/programs/deploy_programs.py`` (one per construct and lowering),
    exported inside ``torch_export_rewrite`` with a dynamic first dimension, built for each
-   backend of ``tests/deploy_backends.py`` (``ep.module()``, onnxruntime, AOTInductor,
+   backend of ``benchmarks/programs/deploy_backends.py`` (``ep.module()``, onnxruntime, AOTInductor,
    ``torch.compile(ep.module())``, ExecuTorch) and compared with eager on each side and at
    other sizes: "ok", "limit" (the error users get, at export or when the backend builds it)
    or "fails" (with the error), and the build time.

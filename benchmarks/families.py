@@ -1,6 +1,6 @@
 """Issue 37's families: how many programs of a set export through ``unbranch.export`` and match eager.
 
-    python benchmarks/families.py                           # tests/families.py's PROGRAMS, both modes
+    python benchmarks/families.py                           # benchmarks/programs/families.py's PROGRAMS, both modes
     python benchmarks/families.py --programs path/to/set.py # another set with a PROGRAMS dict (its Program
                                                             # entries: family, make, example, dynamic, inputs)
     python benchmarks/families.py --name redteam            # results/families_redteam.json
@@ -74,7 +74,7 @@ def _explicit(model, example, dynamic, strict):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--programs", help="a file defining PROGRAMS (default: tests/families.py)")
+    parser.add_argument("--programs", help="a file defining PROGRAMS (default: benchmarks/programs/families.py)")
     parser.add_argument("--name", default="", help="results/families_<name>.json")
     parser.add_argument("--explicit", action="store_true", help="also export naming every function of the set")
     args = parser.parse_args()
@@ -115,7 +115,7 @@ def main() -> None:
     print(f"{'all':>6} {total['programs']:>8} {total['nonstrict']:>13} {total['strict']:>9} {total['wrong']:>5}")
     result = {
         "seconds": time.perf_counter() - start,
-        "programs": args.programs or "tests/families.py",
+        "programs": args.programs or "benchmarks/programs/families.py",
         "totals": dict(total),
         "by_family": {str(k): dict(v) for k, v in sorted(tally.items())},
         "outcomes": outcomes,

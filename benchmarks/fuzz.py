@@ -17,7 +17,7 @@ not raised, so one run finds them all.
     python benchmarks/fuzz.py --families          # issue 37's families: Python values, loop lengths and
                                                   # reports decided by data, predicate spellings, containers
     python benchmarks/fuzz.py --layouts           # every kind of program above, each written in layouts
-                                                  # Python accepts (tests/layouts.py); its conversions
+                                                  # Python accepts (benchmarks/programs/layouts.py); its conversions
                                                   # must be those of its one-statement-a-line spelling
                                                   # (with --families: family programs only)
 
@@ -55,7 +55,7 @@ CONSTRUCTS = {
     "realcode": "also draw real code's forms (chained comparisons, bool(), checks, a closure read after)",
     "families": "issue 37's families (fuzzing.family_programs) instead: Python values decided by data, "
     "loops of a data length, predicate spellings, containers changed in branches, reports",
-    "layouts": "draw every kind of program, each written in layouts Python accepts (tests/layouts.py)",
+    "layouts": "draw every kind of program, each written in layouts Python accepts (benchmarks/programs/layouts.py)",
 }
 # the kinds of program a layouts run draws (programs()' keywords; "plain" draws none). Family
 # programs are drawn in layouts only with --families (the earlier layouts records stay reproducible)

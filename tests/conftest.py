@@ -2,10 +2,10 @@
 
 Tiers (markers, given here by file so that no test can fall between them; CI runs all):
   compiler     rewrites, analyses, layout and emitted text, eager exactness: no export
-  backend      ONNX Runtime, AOTInductor, inductor and ExecuTorch cells
+  backend      ONNX Runtime, AOTInductor, inductor and ExecuTorch cells (slow too: compiles, conversions)
   second_mode  strict=True of a test parametrised over both export modes, outside the core files
                (where both modes are the point); `-m "not second_mode"` runs one mode there
-  slow         real transformers models (marked in their files)
+  slow         real transformers models (marked in their files), and the backend tier
 
     pytest -m compiler                                       # about a minute
     pytest -m "not slow and not backend and not second_mode"  # the default tier
@@ -46,15 +46,19 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    """Tiers by file; then the slow tests first, so that none of the minutes-long ones starts last
+    while the other worker has nothing left to take (xdist's worksteal splits the list in order)."""
     for item in items:
         name = item.path.name
         if name in COMPILER:
             item.add_marker(pytest.mark.compiler)
         if name in BACKEND:
             item.add_marker(pytest.mark.backend)
+            item.add_marker(pytest.mark.slow)
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("strict") is True and name not in CORE:
             item.add_marker(pytest.mark.second_mode)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")
