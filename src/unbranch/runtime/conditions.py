@@ -26,7 +26,7 @@ import operator
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_false, statically_known_true
 
-from ._tracing import is_symbolic, tracing, truth_tensor
+from ._tracing import is_symbolic, tracing, truth, truth_tensor
 from .loops import Stacked
 
 # the operators rewritten code calls as ``_ub.<name>``
@@ -74,7 +74,7 @@ def _truth(value):
     """``bool(value)``, or a symbolic stand-in for it while tracing."""
     if tracing():
         if isinstance(value, torch.Tensor) and _one_element(value):
-            return value if value.dtype == torch.bool else value != 0
+            return truth(value)  # (the one truth every lowering takes: 0-d, bool)
         if isinstance(value, (bool, torch.SymBool)):
             return value  # (under strict export a SymBool shows as a bool: bool() would specialise it)
         if isinstance(value, (int, float, *_SYM_NUMBERS)):

@@ -373,8 +373,9 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
                 device = accelerator(state, reads)
                 flagged, flagged_body = _with_flags(state, step_body, literals, n, device)
                 if len(rest) and not m and _all_tensors(flagged):
-                    rest = (rest.start, rest.stop, step, flagged_body, list(flagged), mutated, kept, device)
-                    return _counted_with_bounds(*rest, stops=stops, bound=len(range(*rest[:3])))
+                    bounds = (rest.start, rest.stop, step)
+                    carried = (flagged_body, list(flagged), mutated, kept, device)
+                    return _counted_with_bounds(*bounds, *carried, stops=stops, bound=len(rest))
                 continue
             if any(flags):
                 break  # (the remaining steps would do nothing: see for_each)

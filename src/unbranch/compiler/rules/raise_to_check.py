@@ -322,25 +322,26 @@ def message_text(exc: cst.BaseExpression, shown: cst.BaseExpression, bound=froze
     parts: list = [f"{code(exc.func)}: "]
     for n, arg in enumerate(a for a in exc.args if a.keyword is None and not a.star):
         parts += [", "] * (n > 0) + _parts(arg.value, code, lambda e: _formattable(e, bound))
-    fields = [p for p in parts if not isinstance(p, str)]
-    if not fields:
-        return cst.SimpleString(repr("".join(parts)))
-    pieces: list = []
+    pieces: list = []  # (adjacent texts joined)
     for p in parts:
-        if isinstance(p, str):
-            if pieces and isinstance(pieces[-1], str):
-                pieces[-1] += p
-            else:
-                pieces.append(p)
-            continue
-        value, conversion, spec = p
-        args = [value, cst.SimpleString(repr(code(value)))]
-        if conversion or spec:
-            args += [cst.SimpleString(repr(conversion or "")), cst.SimpleString(repr(spec))]
-        pieces.append(cst.Call(shown, [cst.Arg(a) for a in args]))
-    pieces = [cst.SimpleString(repr(p)) if isinstance(p, str) else p for p in pieces]
+        if isinstance(p, str) and pieces and isinstance(pieces[-1], str):
+            pieces[-1] += p
+        else:
+            pieces.append(p)
+    if len(pieces) == 1 and isinstance(pieces[0], str):
+        return cst.SimpleString(repr(pieces[0]))
+    pieces = [cst.SimpleString(repr(p)) if isinstance(p, str) else _shown_call(shown, p, code) for p in pieces]
     joined = functools.reduce(lambda a, b: cst.BinaryOperation(a, cst.Add(), b), pieces)
     return cst.Lambda(cst.Parameters(), joined)
+
+
+def _shown_call(shown, field, code) -> cst.Call:
+    """``_ub.shown(value, 'value'[, conversion, spec])`` of one field."""
+    value, conversion, spec = field
+    args = [value, cst.SimpleString(repr(code(value)))]
+    if conversion or spec:
+        args += [cst.SimpleString(repr(conversion or "")), cst.SimpleString(repr(spec))]
+    return cst.Call(shown, [cst.Arg(a) for a in args])
 
 
 def _parts(e, code, formattable) -> list:
