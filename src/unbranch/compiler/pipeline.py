@@ -31,6 +31,7 @@ from .normalise.condition_forms import ConditionForms
 from .normalise.conversions import Conversions
 from .normalise.early_return import EarlyReturn
 from .normalise.elif_chain import ElifChain
+from .normalise.first_bound import FirstBound
 from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
 from .normalise.match_chain import MatchChain
@@ -66,6 +67,7 @@ PASSES = [
     Conversions,  # len(t), bool(t), int(t), float(t) of data in functions torch named (option `lengths`)
     AttributeState,  # self.n set in a converted if or loop -> a local, written back after it
     Placeholders,  # a name one side sets, read later only under the same test: the other side sets it too
+    FirstBound,  # a name a loop binds first: a marker before it, a value of its kind on each if's other side
     SelectByData,  # container[int(t)] -> _ub.select (before the rules move code into functions they do not enter)
     IndexAt,  # on lines torch named: table[t] -> _ub.at(table)[t] (a 0-d tensor index, strict export)
     KeyedChoice,  # max/min/sorted(..., key=) -> _ub.max_by/min_by/sorted_by

@@ -5,7 +5,7 @@ helpers. Each helper takes a plain Python path unless torch is tracing and the v
 symbolic, so eager runs of rewritten code stay exact and cheap.
 """
 
-from . import checks, conditions, continuation, control_flow, jumps, loops, selection, state
+from . import checks, conditions, continuation, control_flow, jumps, loops, selection, state, unbound_names
 from .checks import *  # noqa: F403
 from .conditions import *  # noqa: F403
 from .continuation import *  # noqa: F403
@@ -14,6 +14,7 @@ from .jumps import *  # noqa: F403
 from .loops import *  # noqa: F403
 from .selection import *  # noqa: F403
 from .state import *  # noqa: F403
+from .unbound_names import *  # noqa: F403
 
 # each module lists its own operators: a new one is its definition and its name there
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     *loops.__all__,
     *selection.__all__,
     *state.__all__,
+    *unbound_names.__all__,
 ]

@@ -49,6 +49,7 @@ from ._tracing import (
 from .checks import check
 from .jumps import accelerator, tensorised
 from .settings import current
+from .unbound_names import Unbound
 
 # the operators rewritten code calls as ``_ub.<name>``
 __all__ = [
@@ -109,6 +110,7 @@ def _while(test, step, state, where, bound=None) -> tuple:
     scan of ``bound`` steps (the most the loop takes, when known; else ``max_loop_iterations``) whose
     step runs the body only while ``test`` holds (a ``cond``), or an UnbranchError at export when no
     bound was given."""
+    _refuse_unbound(state, "while")
     bound = current().max_iterations if bound is None else bound
     if current().target != "executorch":
         from torch._higher_order_ops.while_loop import while_loop
@@ -169,6 +171,18 @@ def _data_dependent(n) -> bool:
     return bool(free_unbacked_symbols(n))
 
 
+def _refuse_unbound(values, construct: str = "for") -> None:
+    """Fail, saying why, where a loop op would carry a name no step has bound yet (first_bound)."""
+    names = [v.name for v in values if isinstance(v, Unbound)]
+    if names:
+        fail(
+            f"{_origin()}: '{names[0]}' is first bound inside this loop, which runs as one loop operator here (its "
+            "trip count is symbolic or decided by data): the operator needs the value's shape before the loop. "
+            f"Bind '{names[0]}' before the loop to a value of its shape",
+            construct,
+        )
+
+
 def _all_tensors(values) -> bool:
     return all(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(tuple(values)))
 
@@ -214,6 +228,7 @@ def _scan(step, carry, xs, device, outputs: bool):
     """(final carry, stacked per-step outputs); ``outputs``: does ``step`` give any?"""
     from torch._higher_order_ops.scan import scan
 
+    _refuse_unbound(carry)
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
     step, init, narrow = _float_carry(step, init)
 
@@ -360,6 +375,8 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     backwards = _is(stop, -1) and _is(step, -1)
     steps = start + 1 if backwards else stop
     scannable = (plain or backwards) and not isinstance(steps, torch.Tensor) and not _data_dependent(steps)
+    if not torch.compiler.is_dynamo_compiling() and _symbolic(start, stop, step):
+        _refuse_unbound(carry)  # (a Python loop over a symbolic count would fix it)
     if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
         state, step_body = tuple(carry), _unread(body, len(reads))
         steps = range(start, stop, step)
@@ -571,6 +588,8 @@ def for_each(
     count, m = len(carry), len(appends)
     traced = len(lengths) == len(sources) and _symbolic(*lengths)
     if traced:
+        if not torch.compiler.is_dynamo_compiling():
+            _refuse_unbound(carry)  # (a Python loop over a symbolic length would fix it)
         carry, body = _with_flags(carry, body, literals, count + m, accelerator(carry, sources))
     traced = traced and _all_tensors(carry)
     if not traced:

@@ -559,7 +559,7 @@ class Classifier:
             yield node, deciding
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 continue
-            inner = deciding or (isinstance(node, (ast.If, ast.While)) and self.kind(node.test) == TENSOR)
+            inner = deciding or (isinstance(node, (ast.If, ast.While)) and self.kind(node.test) in (TENSOR, UNKNOWN))
             stack += [(child, inner) for child in reversed(_children(node))]
 
     def kind(self, e) -> str:
@@ -720,6 +720,8 @@ class Classifier:
         rows = unbound(iterable)
         if rows is not None:  # x.unbind(0), torch.unbind(x): the rows of x
             return self.loop_candidate(rows)
+        if isinstance(iterable, ast.Subscript) and isinstance(iterable.slice, ast.Slice):
+            return self.loop_candidate(iterable.value)  # x[1:], x[:-1]: some rows of x
         if isinstance(iterable, ast.Name) and iterable.id in self.params:
             return True  # `for row in x` over an argument: usually a tensor; the runtime checks
         # (a SHAPE iterable, ``x.shape[-2:]``, is a tuple of sizes: a plain Python loop, never a scan)

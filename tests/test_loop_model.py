@@ -1,0 +1,171 @@
+"""Loops that data leaves: a name first bound in the loop, nested breaks through flags, rows of slices.
+
+Each model goes through ``unbranch.export`` with every dimension dynamic; ``ep.module()`` must
+match the original eager model on inputs taking each exit (first step, a middle one, none:
+the ``else``), and on shapes other than the example's.
+"""
+
+import pytest
+import torch
+from helpers import MODES, all_dynamic, assert_same, line_of
+
+import unbranch
+from unbranch import UnbranchError
+
+
+class FirstMatch(torch.nn.Module):
+    """``for ... else``: the first row with a positive sum, doubled; else zeros (``out`` first bound in the loop)."""
+
+    def forward(self, x):
+        for i in range(4):
+            if x[i].sum() > 0:
+                out = x[i] * 2
+                break
+        else:
+            out = x[0] * 0
+        return out
+
+
+class FirstMatchBound(torch.nn.Module):
+    """The same search with the result bound before the loop (a row of ``x`` carried by the loop op)."""
+
+    def forward(self, x):
+        out = x[0] * 0
+        for i in range(4):
+            if x[i].sum() > 0:
+                out = x[i]
+                break
+        return out
+
+
+FIRST_MATCH_CODE = FirstMatch.forward.__code__
+
+
+def _rows(n, positive_at):
+    """``n`` rows of 3 with negative sums, except the row ``positive_at`` (None: none is positive)."""
+    x = -torch.rand(n, 3) - 0.1
+    if positive_at is not None:
+        x[positive_at] = torch.rand(3) + 0.1
+    return x
+
+
+def _same(model, ep, inputs):
+    for args in inputs:
+        assert_same(ep.module()(*(a.clone() for a in args)), model(*(a.clone() for a in args)))
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize("model", [FirstMatch(), FirstMatchBound()], ids=["first-bound", "bound-before"])
+def test_search_with_break_exits_at_every_step(model, strict):
+    example = (_rows(5, 2),)
+    if not strict:
+        # torch 2.13, non-strict: in the while_loop of the steps after the first, a cond choosing between a
+        # row of x (read by the step) and the carried row gives an unbacked size, which while_loop refuses
+        # (torch names no loop); the error says so at the user's loop
+        with pytest.raises(UnbranchError, match="a value a loop carries has another shape") as info:
+            unbranch.export(model, example, dynamic_shapes=all_dynamic(example), strict=strict)
+        assert info.value.line == line_of(type(model).forward, "for i in range(4)")
+        return
+    ep = unbranch.export(model, example, dynamic_shapes=all_dynamic(example), strict=strict)
+    inputs = [(_rows(n, at),) for n, at in [(5, 0), (6, 1), (7, 3), (4, None), (9, None), (8, 5)]]
+    _same(model, ep, inputs)
+    wide = -torch.rand(6, 5) - 0.1
+    wide[2] = 1.0
+    _same(model, ep, [(wide,)])  # another row width
+
+
+def test_first_bound_eager_is_exact():
+    """Inside the context the rewritten loop runs eagerly: the same values, and Python's own error
+    where the name stays unbound (no row before the fifth, and no else)."""
+
+    class LastMatch(torch.nn.Module):
+        def forward(self, x):
+            for i in range(4):
+                if x[i].sum() > 0:
+                    found = x[i]
+                    break
+            return found
+
+    model = FirstMatch()
+    inputs = [_rows(5, at) for at in (0, 3, None)]
+    expected = [x[at] * 2 if at is not None else x[0] * 0 for x, at in zip(inputs, (0, 3, None))]
+    with unbranch.torch_export_rewrite(rewrite=[FirstMatch.forward, LastMatch.forward]):
+        assert FirstMatch.forward.__code__ is not FIRST_MATCH_CODE  # (the rewritten code runs)
+        for x, want in zip(inputs, expected):
+            assert_same(model(x), want)
+        with pytest.raises(UnboundLocalError, match="'found'"):
+            LastMatch()(_rows(5, None))
+    assert FirstMatch.forward.__code__ is FIRST_MATCH_CODE
+
+
+class NestedBreak(torch.nn.Module):
+    """An inner ``break`` sets a flag the outer loop reads and breaks on."""
+
+    def forward(self, x):
+        found = False
+        total = x.new_zeros(())
+        for i in range(3):
+            for j in range(3):
+                if x[i, j] > 0:
+                    found = True
+                    break
+                total = total + x[i, j]
+            if found:
+                break
+        return total
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_nested_break_through_a_flag(strict):
+    model = NestedBreak()
+    example = (-torch.rand(4, 4),)
+    ep = unbranch.export(model, example, dynamic_shapes=all_dynamic(example), strict=strict)
+    inputs = []
+    for i, j in [(0, 0), (1, 2), (2, 1), (None, None)]:
+        x = -torch.rand(5, 3)
+        if i is not None:
+            x[i, j] = 1.0
+        inputs.append((x,))
+    _same(model, ep, inputs)
+
+
+class Increasing(torch.nn.Module):
+    """``all`` over pairs of neighbouring rows feeding a raise; a loop over the same pairs."""
+
+    def forward(self, t):
+        if not all(a < b for a, b in zip(t[:-1], t[1:])):
+            raise ValueError("times must increase")
+        steps = t.new_zeros(())
+        for before, after in zip(t[:-1], t[1:]):
+            steps = steps + (after - before) ** 2
+        return steps
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_pairs_of_rows_over_a_dynamic_length(strict):
+    model = Increasing()
+    example = (torch.arange(5.0),)
+    ep = unbranch.export(model, example, dynamic_shapes=all_dynamic(example), strict=strict)
+    _same(model, ep, [(torch.arange(7.0) ** 2,), (torch.tensor([0.0, 0.5, 3.0]),)])
+    with pytest.raises(ValueError):
+        model(torch.tensor([0.0, 2.0, 1.0]))
+    with pytest.raises(RuntimeError, match="times must increase"):
+        ep.module()(torch.tensor([0.0, 2.0, 1.0]))
+
+
+class FirstMatchSymbolic(torch.nn.Module):
+    def forward(self, x):
+        for i in range(x.shape[0]):
+            if x[i].sum() > 0:
+                out = x[i] * 2
+                break
+        else:
+            out = x[0] * 0
+        return out
+
+
+def test_first_bound_in_a_loop_op_says_which_name():
+    """Over a symbolic count the loop is one loop op, which needs ``out``'s shape before it: refused by name."""
+    example = (_rows(5, 2),)
+    with pytest.raises(UnbranchError, match="'out' is first bound inside this loop"):
+        unbranch.export(FirstMatchSymbolic(), example, dynamic_shapes=all_dynamic(example), strict=False)
