@@ -380,6 +380,7 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
         state, step_body = tuple(carry), _unread(body, len(reads))
         steps = range(start, stop, step)
+        looped = False  # (a while_loop for the remaining steps was tried)
         for i in steps:
             state = _append(_as_tuple(step_body(i, *state), n + m), n, appends)
             flags = [settled(state[k]) for k in stops]
@@ -389,10 +390,15 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
                 rest = range(i + step, stop, step)
                 device = accelerator(state, reads)
                 flagged, flagged_body = _with_flags(state, step_body, literals, n, device)
-                if len(rest) and not m and _all_tensors(flagged):
+                if len(rest) and not m and _all_tensors(flagged) and not looped:
+                    looped = True
                     bounds = (rest.start, rest.stop, step)
                     carried = (flagged_body, list(flagged), mutated, kept, device)
-                    return _counted_with_bounds(*bounds, *carried, stops=stops, bound=len(rest))
+                    try:
+                        return _counted_with_bounds(*bounds, *carried, stops=stops, bound=len(rest))
+                    except Exception as e:
+                        if not _unbacked_carry(e):
+                            raise
                 continue
             if any(flags):
                 break  # (the remaining steps would do nothing: see for_each)
@@ -504,6 +510,20 @@ def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, device, 
     last = stop.clone() if isinstance(stop, torch.Tensor) else _counter(stop, device)
     final = _while(test, loop_step, (counter, last, *carry), _origin, bound)[2:]
     return _from_tuple(_write_back(carry, final, mutated, kept))
+
+
+def _unbacked_carry(error: Exception) -> bool:
+    """Did non-strict export's while_loop refuse a carried size a cond in its step made unbacked?
+
+    Measured (torch 2.13): a cond in the step choosing between a row of a tensor the step reads
+    and a carried row gives its output a size of its own (``u0``), which while_loop refuses
+    ("differ in shape: [u0] vs [s44]") before it records anything; strict export traces it. The
+    remaining steps of a static range then run one guard each, as they would without the loop op.
+    """
+    if torch.compiler.is_dynamo_compiling():
+        return False
+    text = str(error)
+    return "body_fn_output and carried_inputs to have same metadata" in text and "size=(u" in text
 
 
 def _append(out: tuple, n: int, appends) -> tuple:
