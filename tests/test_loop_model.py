@@ -161,3 +161,37 @@ def test_first_bound_in_a_loop_op_says_which_name():
     example = (_rows(5, 2),)
     with pytest.raises(UnbranchError, match="'out' is first bound inside this loop"):
         unbranch.export(FirstMatchSymbolic(), example, dynamic_shapes=all_dynamic(example), strict=False)
+
+
+class ScaleRows(torch.nn.Module):
+    """Rows of the input changed in place through ``enumerate(x.unbind(0))``: the caller's tensor changes."""
+
+    def forward(self, x):
+        for i, row in enumerate(x.unbind(0)):
+            row.clamp_(min=-0.5 * (i + 1))
+        return x * 1
+
+
+class BumpRows(torch.nn.Module):
+    """``row += 1`` and, under a condition on the row, ``row.mul_``; the rest of the step reads the new row."""
+
+    def forward(self, x):
+        x = x.clone()
+        total = x.new_zeros(x.shape[1:])
+        for row in x:
+            row += 1
+            if row.sum() > 2:
+                row.mul_(0.5)
+            total = total + row
+        return x, total
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize("model", [ScaleRows(), BumpRows()], ids=["input-rows", "local-rows"])
+def test_rows_changed_in_place_over_a_dynamic_count(model, strict):
+    example = (torch.randn(5, 3),)
+    ep = unbranch.export(model, (example[0].clone(),), dynamic_shapes=all_dynamic(example), strict=strict)
+    for x in (torch.randn(5, 3), torch.randn(8, 3) * 3, torch.randn(2, 4), torch.randn(1, 3)):
+        mine, theirs = x.clone(), x.clone()
+        assert_same(ep.module()(mine), model(theirs))
+        assert_same(mine, theirs)  # the input's rows, as the original leaves them

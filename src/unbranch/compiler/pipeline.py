@@ -36,6 +36,7 @@ from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
 from .normalise.match_chain import MatchChain
 from .normalise.placeholders import Placeholders
+from .normalise.row_effects import RowEffects
 from .normalise.reports import Reports
 from .normalise.shared_tail import SharedTail
 from .normalise.torch_assert import TorchAssert
@@ -55,6 +56,7 @@ PASSES = [
     ReturnsToRest,  # (a callee's variant) each return hands its value to the caller's rest
     MatchChain,  # match on data -> the if/elif chain of its cases' comparisons
     Comprehensions,  # a comprehension over rows -> the loop appending to a list it stands for
+    RowEffects,  # a row changed in place in a loop over rows -> the change stored at the loop index
     TorchAssert,  # torch._assert(c, m) -> assert c, m (for RaiseToCheck)
     RaiseToCheck,  # first of the rules: `if c: raise` must not count as an early return
     Reports,  # a print, warning or log record in a dispatched if runs when torch does not trace

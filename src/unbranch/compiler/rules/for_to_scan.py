@@ -150,7 +150,9 @@ def iteration(node: cst.For) -> Iteration | Refusal:
         keywords = [a.keyword.value for a in enum.args if a.keyword is not None]
         if enum.args[0].keyword is not None or keywords not in ([], ["start"]):
             return Refusal("enumerate() with unexpected keywords")
-        return Iteration("for_each", enum.args[0].value, targets, targets[:1], {"enumerated": start})
+        rows = _unbound(enum.args[0].value)  # enumerate(x.unbind(0)): over x, unbound by Python eagerly
+        over, unbind = (rows, {"unbind": cst.Name("True")}) if rows is not None else (enum.args[0].value, {})
+        return Iteration("for_each", over, targets, targets[:1], {"enumerated": start, **unbind})
     if zipped is not None and zipped.args and not any(a.keyword for a in zipped.args):
         if len(targets) != len(zipped.args) or not isinstance(node.target, cst.Tuple):
             return Refusal("a for loop over zip() whose target does not name each item")
