@@ -36,8 +36,8 @@ from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
 from .normalise.match_chain import MatchChain
 from .normalise.placeholders import Placeholders
-from .normalise.row_effects import RowEffects
 from .normalise.reports import Reports
+from .normalise.row_effects import RowEffects
 from .normalise.shared_tail import SharedTail
 from .normalise.torch_assert import TorchAssert
 from .origins import Origins

@@ -162,7 +162,8 @@ class RowEffects(Pass):
             return updated
         target, it = updated.target, updated.iter
         index = None
-        enum = it if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "enumerate" else None
+        enumerated = isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "enumerate"
+        enum = it if enumerated else None
         if enum is not None:
             if len(enum.args) != 1 or enum.args[0].keyword is not None:
                 return updated  # (a start: the index is no row number)
@@ -183,7 +184,7 @@ class RowEffects(Pass):
         rebound = block_writes(body)
         if rows.value in rebound or (index is not None and index in rebound):
             return updated
-        if row in target_names_bound_first(body, row):
+        if _rebound(body, row):
             return updated  # the row is rebound before a change: the change is to that new value
         fresh = index or ctx.namer.new("i")
         change = _Rows(rows.value, row, fresh)
@@ -199,16 +200,15 @@ class RowEffects(Pass):
         return new
 
 
-def target_names_bound_first(body, row: str) -> set[str]:
-    """``{row}`` when a statement of ``body`` other than an in-place change rebinds ``row``."""
+def _rebound(body, row: str) -> bool:
+    """Does a statement of ``body`` other than an in-place change rebind ``row``?"""
     for stmt in body:
         if _in_place(stmt, row) is not None:
             continue
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                targets = getattr(small, "targets", None) or []
-                if any(row in target_names(t.target) for t in targets):
-                    return {row}
+                if any(row in target_names(t.target) for t in getattr(small, "targets", None) or []):
+                    return True
         elif row in block_writes([stmt]):
-            return {row}
-    return set()
+            return True
+    return False
