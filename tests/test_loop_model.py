@@ -195,3 +195,30 @@ def test_rows_changed_in_place_over_a_dynamic_count(model, strict):
         mine, theirs = x.clone(), x.clone()
         assert_same(ep.module()(mine), model(theirs))
         assert_same(mine, theirs)  # the input's rows, as the original leaves them
+
+
+class LastRow(torch.nn.Module):
+    """Loop variables read after loops over a dynamic count: the last row, the last index."""
+
+    def forward(self, x):
+        acc = torch.zeros(x.shape[1])
+        for k, row in enumerate(x):
+            acc = acc + row * k
+        for i in range(x.shape[0]):
+            acc = acc + x[i]
+        return acc + row, k + i
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_loop_variables_after_loops_over_a_dynamic_count(strict):
+    model = LastRow()
+    example = (torch.randn(5, 3),)
+    ep = unbranch.export(model, example, dynamic_shapes=all_dynamic(example), strict=strict)
+    for x in (torch.randn(5, 3), torch.randn(8, 3), torch.randn(2, 4)):
+        got, want = ep.module()(x), model(x)
+        assert_same(got[0], want[0])
+        assert int(got[1]) == want[1]
+    with unbranch.torch_export_rewrite(rewrite=[LastRow.forward]):
+        assert_same(model(torch.randn(3, 2))[1], 4)
+        with pytest.raises(UnboundLocalError):
+            model(torch.randn(0, 2))  # (no step: Python leaves the variables unbound)

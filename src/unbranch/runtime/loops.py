@@ -57,6 +57,8 @@ __all__ = [
     "cat",
     "for_each",
     "for_range",
+    "last_index",
+    "last_item",
     "length",
     "row",
     "stack",
@@ -510,6 +512,34 @@ def _counted_with_bounds(start, stop, step, body, carry, mutated, kept, device, 
     last = stop.clone() if isinstance(stop, torch.Tensor) else _counter(stop, device)
     final = _while(test, loop_step, (counter, last, *carry), _origin, bound)[2:]
     return _from_tuple(_write_back(carry, final, mutated, kept))
+
+
+def last_item(iterable, *names, enumerated=None, zipped=False, unbind=False):
+    """The loop variables ``names`` after ``for_each`` ran (its forms): the last item, which the loop
+    op does not leave behind. Unbound markers where the loop ran no step, as Python leaves them;
+    while torch traces, a symbolic length is taken to be at least one (an empty one fails when
+    the program runs, as reading the unbound name does)."""
+    sources = tuple(iterable) if zipped else (iterable,)
+    n = builtins.min(len(s) if not isinstance(s, torch.Tensor) else s.shape[0] for s in sources)
+    if not (tracing() and _symbolic(n)) and n == 0:
+        found = tuple(Unbound(name) for name in names)
+        return found[0] if len(found) == 1 else found
+    items = tuple(s[n - 1] for s in sources)
+    if enumerated is not None:
+        items = (enumerated + n - 1, *items)
+    return items[0] if len(items) == 1 else items
+
+
+def last_index(bounds, name: str):
+    """The index after ``for_range`` ran: the last of ``range(*bounds)``, unbound where it is empty
+    (a symbolic count is taken to be at least one, as in :func:`last_item`)."""
+    start, stop, step = _range_args(bounds)
+    if not _symbolic(start, stop, step):
+        steps = range(start, stop, step)
+        return steps[-1] if len(steps) else Unbound(name)
+    if isinstance(step, int) and step > 0:
+        return start + ((stop - start - 1) // step) * step
+    return start - ((start - stop - 1) // -step) * -step
 
 
 def _unbacked_carry(error: Exception) -> bool:

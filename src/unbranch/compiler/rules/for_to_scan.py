@@ -44,7 +44,7 @@ from ..analysis.effects import block_effects, in_place
 from ..analysis.liveness import surroundings
 from ..analysis.names import OwnScope, block_writes, expr_reads
 from ..analysis.walk import read, transform
-from ..lower.build import tuple_node
+from ..lower.build import keyword, tuple_node
 from ..origins import Inheriting
 from ..passes import Rewrite, Unchanged
 from ._loops import AtSubscripts, Function, LoopPlan, LoopRule, Refusal, as_written
@@ -59,6 +59,14 @@ class Iteration:
     targets: list[str]
     indices: list[str]  # targets that are integers (range, enumerate): usable in arithmetic
     keywords: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Last:
+    """The loop variables read after the loop, and the statement binding them there."""
+
+    names: list[str]
+    statement: cst.SimpleStatementLine
 
 
 def _names(target) -> list[str] | None:
@@ -417,6 +425,25 @@ def _row_writes(body, names, index: str) -> dict[str, int]:
 class ForToScan(LoopRule):
     CONSTRUCT = "for"
     EXAMPLES = [
+        Rewrite(  # the loop variable read after the loop: the last row, which the loop op leaves unbound
+            """
+            def forward(self, x: torch.Tensor):
+                acc = torch.zeros(x.shape[1])
+                for row in x:
+                    acc = acc + row
+                return acc + row
+            """,
+            """
+            def forward(self, x: torch.Tensor):
+                acc = torch.zeros(x.shape[1])
+                def loop_body_1(row, acc):
+                    acc = acc + row
+                    return acc
+                acc = _ub.for_each(x, loop_body_1, carry=(acc,))
+                row = _ub.last_item(x, 'row')
+                return acc + row
+            """,
+        ),
         Rewrite(  # counting down: a scan taking its steps from the last row (appends in the steps' order)
             """
             def forward(self, x):
@@ -695,9 +722,9 @@ class ForToScan(LoopRule):
         body = list(updated.body.body)
         after = list(updated.orelse.body.body) if updated.orelse is not None else []
         live = self.facts.live_out.get(original, set())
-        for name in form.targets:
-            if name in live:
-                return Refusal(f"the loop variable '{name}' is used after the loop")
+        last = self._last_item(original, form, body, live)
+        if isinstance(last, Refusal):
+            return last
         uses = _IndexUses(form.indices)
         for s in body:
             read(s, uses)
@@ -762,6 +789,28 @@ class ForToScan(LoopRule):
         if lists:
             keywords["appends"] = cst.Tuple([cst.Element(cst.Name(n)) for n in lists])
             self._stacked.update(lists)
+        if last is not None and stops:
+            return Refusal(f"the loop variable '{last.names[0]}' is used after a loop a break may stop")
         returns = [*state.names, *items.values()]
         function = Function("body", [*form.targets, *reads.values(), *state.names], body, returns)
+        after = [*([last.statement] if last is not None else []), *after]
         return LoopPlan(form.helper, [function], [form.over, "body"], keywords, [*state.names, *lists], after)
+
+    def _last_item(self, original, form: Iteration, body, live) -> _Last | Refusal | None:
+        """``row = _ub.last_item(x, 'row')`` after the loop, for loop variables read after it: the
+        loop op leaves them unbound. Refused where the loop may leave an earlier value of theirs (an
+        empty loop keeps it) or the body rebinds what the loop iterates."""
+        names = [n for n in form.targets if n in live]
+        if not names:
+            return None
+        if set(form.targets) & self.facts.before(original):
+            return Refusal(f"the loop variable '{names[0]}' is used after the loop and bound before it")
+        if expr_reads(form.over) & block_writes(as_written(body, self.ctx.runtime)):
+            return Refusal(f"the loop variable '{names[0]}' is used after a loop that rebinds what it iterates")
+        helper = "last_index" if form.helper == "for_range" else "last_item"
+        args = [cst.Arg(form.over), *(cst.Arg(cst.SimpleString(repr(n))) for n in form.targets)]
+        args += [keyword(k, v) for k, v in form.keywords.items()]
+        call = cst.Call(cst.Attribute(cst.Name(self.ctx.runtime), cst.Name(helper)), args)
+        targets = [cst.Name(n) for n in form.targets]
+        target = targets[0] if len(targets) == 1 else cst.Tuple([cst.Element(t) for t in targets], lpar=[], rpar=[])
+        return _Last(names, cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], call)]))
