@@ -25,10 +25,12 @@ the eager loop in ``ep.module()``, and AOTInductor cannot compile it). A ``for .
 never changes, read at the index (``x[i]``), is ``_ub.row(x_row, x, i)`` and ``x`` is listed in
 ``reads``: a scan slices ``x`` for its steps (no indexing op per step, and none whose gradient
 strict export cannot trace); elsewhere ``x_row`` is ``None`` and the body reads ``x[i]`` itself.
+A loop variable read after the loop is bound there to the last item (``_ub.last_item``).
 
 Stays Python, with the reason: ``break``/``return`` in the body, an index bounding a slice
-(``x[:i]``, a different shape at each step) or used after the loop, a row changed in
-place, Python containers or attributes changed in the body.
+(``x[:i]``, a different shape at each step), a loop variable bound before the loop and read
+after it, a row changed in place (normalise/row_effects stores the plain forms at the index),
+Python containers or attributes changed in the body.
 """
 
 from __future__ import annotations
