@@ -13,11 +13,12 @@ import math
 
 import pytest
 import torch
-from helpers import MODES, TORCH, assert_same, count_branches
+from helpers import MODES, TORCH, assert_same, count_branches, line_of
 from otherlib import boxes, schedulers
 from torch.export import Dim
 
 import unbranch
+from unbranch import UnbranchError
 from unbranch.load import rewriting
 
 
@@ -425,3 +426,23 @@ def test_length_that_is_data(how, strict):
     ep = _export_with(how, model, (boxes, scores), shapes, strict)
     for args in [(boxes, scores), (_rows(9), torch.linspace(1, 0, 9)), (_rows(3), torch.zeros(3))]:
         assert_same(ep.module()(*args), model(*args))
+
+
+class KeepsHits(torch.nn.Module):
+    def forward(self, x):
+        hits = []
+        for i in range(4):
+            if x[i].sum() > 0:
+                hits.append(x[i])
+        return torch.stack(hits) if hits else x[:0]
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_a_refusal_reaches_the_user_whole_at_its_line(strict):
+    """The compiler's own reason, file and line, in both modes: never wrapped in "the export stops ... still after"."""
+    example = (torch.randn(5, 3),)
+    with pytest.raises(UnbranchError) as info:
+        unbranch.export(KeepsHits(), example, dynamic_shapes=({0: Dim.DYNAMIC, 1: Dim.DYNAMIC},), strict=strict)
+    assert info.value.path == __file__ and info.value.line == line_of(KeepsHits.forward, "if x[i].sum() > 0")
+    assert "the container 'hits' is changed in a branch" in str(info.value)
+    assert "still after" not in str(info.value) and "the export stops" not in str(info.value)

@@ -216,7 +216,9 @@ class Guide:
             if cause is None or kind_of(cause) != "data" or not self._follow(cause, guards, attempt):
                 if self._one_sided(error, attempt):
                     return
-                raise self._stuck(attempt, n - 1) from error if attempt.why else error
+                if error.path is not None or not attempt.why:
+                    raise error  # the compiler's own reason, placed at the user's line: whole, unwrapped
+                raise self._stuck(attempt, n - 1) from error
             return
         if ours is not None:
             if self._one_sided(error, attempt):
