@@ -3,9 +3,10 @@
 Tiers (markers, given here by file so that no test can fall between them; CI runs all):
   compiler     rewrites, analyses, layout and emitted text, eager exactness: no export
   backend      ONNX Runtime, AOTInductor, inductor and ExecuTorch cells (slow too: compiles, conversions)
+  fuzz         bounded samples of the program generators (slow too: the benchmarks run them at length)
   second_mode  strict=True of a test parametrised over both export modes, outside the core files
                (where both modes are the point); `-m "not second_mode"` runs one mode there
-  slow         real transformers models (marked in their files), and the backend tier
+  slow         real transformers models (marked in their files), and the backend and fuzz tiers
 
     pytest -m compiler                                       # about a minute
     pytest -m "not slow and not backend and not second_mode"  # the default tier
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "pro
 
 COMPILER = {"test_rules.py", "test_analysis.py", "test_layout.py", "test_output_text.py", "test_catalogue_hooks.py"}
 BACKEND = {"test_onnx.py", "test_loop_onnx.py", "test_deploy.py", "test_deploy_rows.py"}
+FUZZ = {"test_fuzz.py", "test_loop_fuzz.py"}  # (and the tests named *fuzz* elsewhere)
 # where both export modes are what is tested: every construct's lowering in each mode
 CORE = {
     "test_export.py",
@@ -40,6 +42,7 @@ def pytest_configure(config):
     for marker, meaning in (
         ("compiler", "rewrites and eager exactness, no export (under a minute)"),
         ("backend", "ONNX Runtime, AOTInductor, inductor and ExecuTorch"),
+        ("fuzz", "bounded samples of the program generators"),
         ("second_mode", "strict=True outside the core files: deselect to run one export mode there"),
     ):
         config.addinivalue_line("markers", f"{marker}: {meaning}")
@@ -54,6 +57,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.compiler)
         if name in BACKEND:
             item.add_marker(pytest.mark.backend)
+            item.add_marker(pytest.mark.slow)
+        if name in FUZZ or "fuzz" in item.originalname:
+            item.add_marker(pytest.mark.fuzz)
             item.add_marker(pytest.mark.slow)
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("strict") is True and name not in CORE:

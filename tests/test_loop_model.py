@@ -222,3 +222,23 @@ def test_loop_variables_after_loops_over_a_dynamic_count(strict):
         assert_same(model(torch.randn(3, 2))[1], 4)
         with pytest.raises(UnboundLocalError):
             model(torch.randn(0, 2))  # (no step: Python leaves the variables unbound)
+
+
+class FirstPositive(torch.nn.Module):
+    """``next`` of a generator filtered on each row's data; the same name outside the generator."""
+
+    def forward(self, x):
+        r = next(r * 2 for r in x.unbind(0) if r.sum() > 0)
+        return r + 1
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_next_of_a_filtered_generator_over_rows(strict):
+    model = FirstPositive()
+    example = (_rows(5, 2),)
+    ep = unbranch.export(model, example, dynamic_shapes=all_dynamic(example), strict=strict)
+    _same(model, ep, [(_rows(5, 0),), (_rows(7, 6),), (_rows(3, 1),), (_rows(6, 3).add(0.2),)])
+    with pytest.raises(StopIteration):
+        model(_rows(4, None))
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        ep.module()(_rows(4, None))

@@ -26,7 +26,8 @@ import operator
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_false, statically_known_true
 
-from ._tracing import is_symbolic, tracing, truth, truth_tensor
+from ._tracing import fail, is_symbolic, tracing, truth, truth_tensor
+from .checks import check
 from .loops import Stacked
 
 # the operators rewritten code calls as ``_ub.<name>``
@@ -36,6 +37,7 @@ __all__ = [
     "any_",
     "bool_",
     "equal",
+    "first",
     "float_",
     "in_",
     "int_",
@@ -133,6 +135,39 @@ def all_(iterable):
     if isinstance(iterable, Stacked):
         return _rows_truth(iterable).all()
     return all(iterable) if not tracing() else _fold(iterable, "and")
+
+
+def first(items, rows, value, *default):
+    """``next(value(r) for r in rows if test, *default)``, the loop before it having appended each
+    row's test to ``items`` (normalise/comprehensions). Eagerly the first row whose test holds,
+    else the default or StopIteration, as ``next`` gives. While tracing, the index of the first
+    true test (an argmax), the row read there, and a check standing for the StopIteration (or
+    ``torch.where`` of a tensor default)."""
+    if isinstance(items, Stacked):
+        hits = _rows_truth(items)
+    elif tracing() and any(is_symbolic(t) for t in items):
+        hits = torch.stack([truth_tensor(t) for t in items])
+    else:
+        for row, test in zip(rows, items):
+            if test:
+                return value(row)
+        if default:
+            return default[0]
+        raise StopIteration
+    found = hits.any()
+    if not default:
+        check(found, "StopIteration: no item of the generator given to next() passed its test")
+    at = hits.to(torch.int64).argmax().reshape(1)  # (the first of the largest: the first true test)
+    chosen = value(rows.index_select(0, at).squeeze(0))
+    if not default:
+        return chosen
+    if not isinstance(default[0], torch.Tensor):
+        fail(
+            "next() of a generator filtered on data, with a default that is no tensor: data decides whether "
+            "the result is the default or a row, and an exported program gives one kind of value",
+            "next",
+        )
+    return torch.where(found, chosen, default[0])
 
 
 def _rows_truth(items) -> torch.Tensor:

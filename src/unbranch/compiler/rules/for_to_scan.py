@@ -293,14 +293,14 @@ def _append_target(stmt) -> tuple[str, cst.BaseExpression] | None:
 def _stack_of(call: cst.Call, runtime: str | None = None) -> tuple[str, str] | None:
     """(``outs``, the runtime's form) for a call that takes every item of the list ``outs`` at once:
     ``torch.stack(outs, ...)``/``torch.cat(outs, ...)`` (``stack``, ``cat``), ``sum(outs)`` (``sum_``),
-    ``any(outs)``/``all(outs)`` or their runtime forms (``any_``, ``all_``)."""
+    ``any(outs)``/``all(outs)`` or their runtime forms (``any_``, ``all_``), ``_ub.first(outs, ...)`` (next's)."""
     f, args = call.func, call.args
     if not args or args[0].keyword is not None or args[0].star or not isinstance(args[0].value, cst.Name):
         return None
     owner = f.value.value if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) else None
     if owner == "torch" and f.attr.value in _STACKS:
         form = f.attr.value
-    elif owner is not None and owner in (runtime, "_ub") and f.attr.value in ("any_", "all_"):
+    elif owner is not None and owner in (runtime, "_ub") and f.attr.value in ("any_", "all_", "first"):
         form = f.attr.value
     elif isinstance(f, cst.Name) and f.value in _REDUCTIONS and len(args) == 1:
         form = _REDUCTIONS[f.value]
