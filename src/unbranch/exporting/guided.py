@@ -216,8 +216,8 @@ class Guide:
             if cause is None or kind_of(cause) != "data" or not self._follow(cause, guards, attempt):
                 if self._one_sided(error, attempt):
                     return
-                if error.path is not None or not attempt.why:
-                    raise error  # the compiler's own reason, placed at the user's line: whole, unwrapped
+                if not attempt.why or (error.path is not None and not attempt.sites):
+                    raise error  # the compiler's own reason at the user's line, where no site says more
                 raise self._stuck(attempt, n - 1) from error
             return
         if ours is not None:
