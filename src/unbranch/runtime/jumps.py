@@ -24,7 +24,7 @@ def flag(value=False) -> torch.Tensor:
 
 
 def tensorised(values: tuple, positions, device=None) -> tuple:
-    """``values`` with the bools and ints at ``positions`` as 0-d tensors, on ``device`` when given,
+    """``values`` with the bools, ints and floats at ``positions`` as 0-d tensors, on ``device`` when given,
     where the 0-d CPU tensors among ``values`` go too.
 
     The user's own flags and counters (``found = True`` under a tensor condition, ``hits += 1``):
@@ -35,8 +35,8 @@ def tensorised(values: tuple, positions, device=None) -> tuple:
     """
 
     def entry(k, v):
-        if k in positions and isinstance(v, (bool, int)):
-            return torch.tensor(v, device=device)
+        if k in positions and isinstance(v, (bool, int, float)):
+            return torch.tensor(v, device=device)  # (a float: of the default dtype, as Python's meets tensors)
         if device is not None and isinstance(v, torch.Tensor) and v.dim() == 0 and v.device.type == "cpu":
             return v.to(device)
         return v

@@ -336,6 +336,32 @@ def write_row(buffer, index, value):
     return buffer
 
 
+def _numbers(values, kinds=(bool, int, float)) -> tuple:
+    """Positions of the Python numbers among ``values`` (a counter, a step size the loop changes): a
+    loop op carries them as 0-d tensors (``tensorised``).
+
+    Under dynamo a count that is a size shows as an int, as a static one does, and a loop whose carries
+    are all tensors is a loop op either way: there only floats join them (an int may index a list in
+    the body, which a Python loop over a static count does and a loop op cannot)."""
+    if torch.compiler.is_dynamo_compiling():
+        kinds = (float,)
+    return tuple(k for k, v in enumerate(values) if type(v) in kinds)
+
+
+def _numbers_again(final: tuple, initial) -> tuple:
+    """``final`` with the ints and floats that were Python numbers before the loop op as numbers again
+    (``.item()``: symbolic while torch traces), as Python's loop leaves them; bools stay tensors,
+    for the converted ``if`` that tests them. Not under dynamo (strict export): measured (torch 2.13),
+    dynamo folds ``.item()`` of a while_loop's output carrying a number into the constant one traced
+    step gave (``t + 0.25`` -> ``0.25``): a wrong program; the tensor itself holds the right value."""
+    if torch.compiler.is_dynamo_compiling():
+        return tuple(final)
+    return tuple(
+        v.item() if type(b) in (int, float) and isinstance(v, torch.Tensor) and v.dim() == 0 else v
+        for v, b in zip(final, initial)
+    ) + tuple(final[len(initial) :])
+
+
 def _with_flags(carry, body, literals, count: int, device):
     """The carry and body a loop operator runs: the user's bool/int flags at ``literals`` as tensors
     (``found = True`` under a tensor condition in the body), on the way in and out of every step,
@@ -369,8 +395,10 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     start, stop, step = _range_args(bounds)
     n, m = len(carry), len(appends)
     device = None  # (eager loops take the plain path: the data's device only matters to the operators)
+    initial = tuple(carry)
     if _symbolic(start, stop, step):
         device = accelerator(carry, reads)
+        literals = (*literals, *_numbers(carry))
         carry, body = _with_flags(carry, body, literals, n + m, device)
     plain = _is(start, 0) and _is(step, 1)
     # ``reversed(range(n))``, ``range(n - 1, -1, -1)``: the same steps as range(n), taken backwards
@@ -391,13 +419,15 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
                 # not one cond each (where it cannot carry the state, each step's guard is one)
                 rest = range(i + step, stop, step)
                 device = accelerator(state, reads)
-                flagged, flagged_body = _with_flags(state, step_body, literals, n, device)
+                numbers = (*literals, *_numbers(state[:n]))
+                flagged, flagged_body = _with_flags(state, step_body, numbers, n, device)
                 if len(rest) and not m and _all_tensors(flagged) and not looped:
                     looped = True
                     bounds = (rest.start, rest.stop, step)
                     carried = (flagged_body, list(flagged), mutated, kept, device)
                     try:
-                        return _counted_with_bounds(*bounds, *carried, stops=stops, bound=len(rest))
+                        final = _counted_with_bounds(*bounds, *carried, stops=stops, bound=len(rest))
+                        return _from_tuple(_numbers_again(_as_tuple(final, n), state[:n]))
                     except Exception as e:
                         if not _unbacked_carry(e):
                             raise
@@ -448,14 +478,15 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
             full[k] = final[j]
         for j, k in enumerate(rows):
             carry[k][:steps].copy_(in_order(ys[j]))  # one copy of the rows, not one of the buffer per step
-        done = _write_back(carry, full, [k for k in mutated if k not in rows], kept)
+        done = _numbers_again(_write_back(carry, full, [k for k in mutated if k not in rows], kept), initial)
         return _from_tuple((*done, *_stacked(appends, ys[len(rows) :])))
     # the stop goes in as a carried 0-d tensor. Closed over, a tensor stop (an enclosing loop's
     # index) is lifted under the same name as that index inside an enclosing cond or scan, and
     # dynamo's codegen then fails ("duplicate argument 'child_3' in function definition"); a
     # SymInt stop becomes an input of the while_loop that torch.compile's inductor cannot take
     # ("A subgraph argument other than striding has been modified", torch 2.13)
-    return _counted_with_bounds(start, stop, step, _unread(body, len(reads)), carry, mutated, kept, device)
+    final = _counted_with_bounds(start, stop, step, _unread(body, len(reads)), carry, mutated, kept, device)
+    return _from_tuple(_numbers_again(_as_tuple(final, n), initial))
 
 
 def _is(bound, value: int) -> bool:
@@ -637,9 +668,11 @@ def for_each(
     lengths = [t.shape[0] for t in sources if isinstance(t, torch.Tensor) and t.dim() > 0]
     count, m = len(carry), len(appends)
     traced = len(lengths) == len(sources) and _symbolic(*lengths)
+    initial = tuple(carry)
     if traced:
-        if not torch.compiler.is_dynamo_compiling():
+        if not torch.compiler.is_dynamo_compiling():  # (a length dynamo shows as an int may be static)
             _refuse_unbound(carry)  # (a Python loop over a symbolic length would fix it)
+        literals = (*literals, *_numbers(carry))
         carry, body = _with_flags(carry, body, literals, count + m, accelerator(carry, sources))
     traced = traced and _all_tensors(carry)
     if not traced:
@@ -680,7 +713,8 @@ def for_each(
 
     _for_executorch(carry, _origin)
     final, ys = _scan(step, carry, xs, sources[0].device, m > 0)
-    return _from_tuple((*_write_back(carry, final, mutated, kept), *_stacked(appends, ys)))
+    done = _numbers_again(_write_back(carry, final, mutated, kept), initial)
+    return _from_tuple((*done, *_stacked(appends, ys)))
 
 
 def unconverted_loop(iterable, why: str):
@@ -715,7 +749,10 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=(), literals=()):
     # an int counter (``i = 0 ... i += 1``) goes in as a 0-d tensor: as a SymInt it fails once the
     # body also reads a parameter (measured); the compiler wrote its subscripts as ``_ub.at(t)[i]``
     device = accelerator(state)
-    state, body = _with_flags(state, body, literals, len(carry), device)
+    initial, numbers = state, _numbers(state)
+    # (a number the body changes in place, ``n += 1`` once it is a tensor: nothing else holds it to write back to)
+    written, kept = [k for k in mutated if k not in numbers], [k for k in kept if k not in numbers]
+    state, body = _with_flags(state, body, (*literals, *numbers), len(carry), device)
     state = tuple(_counter(v, device) for v in state)
     carry = state
 
@@ -725,7 +762,8 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=(), literals=()):
     def step(*values):
         return fresh_outputs(_as_tuple(body(*_fresh_carry(values, mutated)), len(carry)), values)
 
-    return _from_tuple(_write_back(state, _while(test, step, state, _origin), mutated, kept))
+    final = _write_back(state, _while(test, step, state, _origin), written, kept)
+    return _from_tuple(_numbers_again(final, initial))
 
 
 def _counter(v, device=None):
