@@ -273,3 +273,71 @@ def test_numbers_a_loop_changes_are_carried(strict):
         assert int(got[2]) == want[2]
         if not strict:  # (a number again after the loop; under strict export a 0-d tensor holding it)
             assert isinstance(got[2], int)
+
+
+class StopsAt(torch.nn.Module):
+    """Greedy steps that stop on data, the step index read after the loop (the step the break stopped at)."""
+
+    def forward(self, x):
+        acc = x[0] * 0
+        for step in range(4):
+            acc = acc + x[step]
+            if acc.sum() > 0:
+                break
+        return acc, step
+
+
+class Refine(torch.nn.Module):
+    """k-means-like: a tensor made in each step and changed in place before it becomes the carried one."""
+
+    def forward(self, x):
+        means = x * 2
+        for _ in range(5):
+            new = torch.zeros_like(means)
+            new.add_(means * 0.5 + x * 0.5)
+            shift = (new - means).abs().max()
+            means = new
+            if shift < 1e-3:
+                break
+        return means
+
+
+class Patience(torch.nn.Module):
+    """Layers of a ModuleList by index, a counter set under a data test, a break on it (PABEE-like early exit)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(3, 3) for _ in range(4))
+
+    def forward(self, x):
+        h, calm, last = x, 0, None
+        for i in range(4):
+            h = torch.tanh(self.layers[i](h)) + h
+            if last is not None and (h - last).abs().max() < 0.5:
+                calm += 1
+            else:
+                calm = 0
+            last = h
+            if calm == 1:
+                break
+        return h
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_loops_a_break_stops_on_data(strict):
+    cases = [
+        (StopsAt(), [(_rows(5, at),) for at in (0, 2, None)], (_rows(5, 1),)),
+        (Refine(), [(torch.randn(4, 3),), (torch.zeros(6, 3),), (torch.randn(3, 3) * 100,)], (torch.randn(4, 3),)),
+    ]
+    if not strict:  # (strict export: dynamo traces the first step's guard as a cond, where 'last' is still None)
+        torch.manual_seed(0)
+        cases.append((Patience(), [(torch.randn(2, 3) * s,) for s in (0.01, 1.0, 10.0)], (torch.randn(2, 3),)))
+    for model, inputs, example in cases:
+        ep = unbranch.export(model, example, dynamic_shapes=({0: torch.export.Dim.DYNAMIC},), strict=strict)
+        for args in inputs:
+            got, want = ep.module()(*args), model(*args)
+            if isinstance(want, tuple):
+                assert_same(got[0], want[0])
+                assert int(got[1]) == want[1]
+            else:
+                assert_same(got, want)

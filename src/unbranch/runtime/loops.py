@@ -336,14 +336,16 @@ def write_row(buffer, index, value):
     return buffer
 
 
-def _numbers(values, kinds=(bool, int, float)) -> tuple:
+def _numbers(values, decided: bool = False) -> tuple:
     """Positions of the Python numbers among ``values`` (a counter, a step size the loop changes): a
     loop op carries them as 0-d tensors (``tensorised``).
 
     Under dynamo a count that is a size shows as an int, as a static one does, and a loop whose carries
     are all tensors is a loop op either way: there only floats join them (an int may index a list in
-    the body, which a Python loop over a static count does and a loop op cannot)."""
-    if torch.compiler.is_dynamo_compiling():
+    the body, which a Python loop over a static count does and a loop op cannot), unless data already
+    ``decided`` the loop (a break's flag from data: a loop op or a cond a step carries them)."""
+    kinds = (bool, int, float)
+    if torch.compiler.is_dynamo_compiling() and not decided:
         kinds = (float,)
     return tuple(k for k, v in enumerate(values) if type(v) in kinds)
 
@@ -419,7 +421,7 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
                 # not one cond each (where it cannot carry the state, each step's guard is one)
                 rest = range(i + step, stop, step)
                 device = accelerator(state, reads)
-                numbers = (*literals, *_numbers(state[:n]))
+                numbers = (*literals, *_numbers(state[:n], decided=True))
                 flagged, flagged_body = _with_flags(state, step_body, numbers, n, device)
                 if len(rest) and not m and _all_tensors(flagged) and not looped:
                     looped = True
@@ -429,7 +431,7 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
                         final = _counted_with_bounds(*bounds, *carried, stops=stops, bound=len(rest))
                         return _from_tuple(_numbers_again(_as_tuple(final, n), state[:n]))
                     except Exception as e:
-                        if not _unbacked_carry(e):
+                        if not _per_step_instead(e):
                             raise
                 continue
             if any(flags):
@@ -573,18 +575,19 @@ def last_index(bounds, name: str):
     return start - ((start - stop - 1) // -step) * -step
 
 
-def _unbacked_carry(error: Exception) -> bool:
-    """Did non-strict export's while_loop refuse a carried size a cond in its step made unbacked?
-
-    Measured (torch 2.13): a cond in the step choosing between a row of a tensor the step reads
-    and a carried row gives its output a size of its own (``u0``), which while_loop refuses
-    ("differ in shape: [u0] vs [s44]") before it records anything; strict export traces it. The
-    remaining steps of a static range then run one guard each, as they would without the loop op.
+def _per_step_instead(error: Exception) -> bool:
+    """Did non-strict export's while_loop refuse the remaining steps of a static range, where one guard
+    per step (a cond each, as without the loop op) can take them? Torch's refusals come before it
+    records anything. Measured (torch 2.13): a cond in the step choosing between a row of a tensor
+    the step reads and a carried row gives its output a size of its own, which while_loop refuses
+    ("differ in shape: [u0] vs [s44]"); a step indexing a list of modules by the index needs an int,
+    which the loop's 0-d counter gives only as a symbol no guard can read; a slice by a size from
+    outside the step ("Cannot construct ConstantVariable" for a SymInt). Under strict export dynamo
+    traces the loop itself, and the project's own refusals stand.
     """
-    if torch.compiler.is_dynamo_compiling():
-        return False
-    text = str(error)
-    return "body_fn_output and carried_inputs to have same metadata" in text and "size=(u" in text
+    from ..errors import UnbranchError
+
+    return not torch.compiler.is_dynamo_compiling() and not isinstance(error, UnbranchError)
 
 
 def _append(out: tuple, n: int, appends) -> tuple:

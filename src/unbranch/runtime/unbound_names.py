@@ -28,8 +28,11 @@ class Unbound:
         return f"<unbound '{self.name}'>"
 
 
-def unbound(name: str) -> Unbound:
-    """``name`` before the loop that first binds it."""
+def unbound(name: str, *traced):
+    """``name`` before the loop that first binds it; while torch traces, ``traced`` when given (a loop
+    index's first value: a cond or loop op takes no marker, and every step that runs rebinds it)."""
+    if traced and tracing():
+        return traced[0]
     return Unbound(name)
 
 

@@ -262,16 +262,14 @@ class FirstBound(Pass):
         if not isinstance(twin, (ast.For, ast.While)):
             return updated  # (a loop unbranch wrote: its names are its own)
         left = _bound_after(twin, before)
-        # only names no step reads before binding, and bound wherever the loop is left: the marker is
-        # never read eagerly, and the value a cond or loop op carries for it is never read when traced
-        names = sorted(n for n in carried - before - targets - live_in(body, set()) if left is None or n in left)
+        # a name read after the loop only where the loop certainly binds it wherever it is left: the marker
+        # is never read there eagerly, and the value a cond or loop op carries for it never when traced; a
+        # step reading it before any step bound it meets the marker, which raises as the unbound name does
+        names = sorted(n for n in carried - before - targets if left is None or n not in after or n in left)
         if not names:
             return updated
         other_sides = _OtherSides(names, ctx)
         new_body = [s.visit(other_sides) for s in updated.body.body]
-        names = [n for n in names if n in other_sides.placed]
-        if not names:
-            return updated
         marks = [
             cst.SimpleStatementLine(
                 [cst.Assign([cst.AssignTarget(cst.Name(n))], ctx.runtime_call("unbound", cst.SimpleString(repr(n))))]

@@ -229,6 +229,17 @@ class _Lowering:
         return [_with_orelse(new, new_orelse)], kinds | more
 
 
+def _unset(name: str, iterable, ctx) -> cst.Call:
+    """``_ub.unbound('i'[, start])``: a loop variable no step has bound yet; over a ``range``, its start
+    while torch traces (an int, as every step's value is)."""
+    args = [cst.SimpleString(repr(name))]
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
+        plain = [a for a in iterable.args if a.keyword is None and not a.star]
+        if len(plain) == len(iterable.args):
+            args.append(plain[0].value if len(plain) > 1 else cst.Integer("0"))
+    return ctx.runtime_call("unbound", *args)
+
+
 def _with_orelse(node: cst.If, orelse) -> cst.If:
     if not orelse:
         return node.with_changes(orelse=None)
@@ -454,13 +465,16 @@ class JumpFlags(Pass):
         if not found.kinds or not (found.under_dispatched or ctx.is_candidate_loop(original)):
             return updated
         stops = found.kinds & set(STOPS)
+        kept = None  # (the loop's variable, the name holding it at the step a break stopped at)
         if stops:
             if isinstance(updated, cst.For):
                 if not _guardable_for(updated, ctx):
                     return updated  # a generator must not be advanced after the break
                 live = self.facts.live_out.get(original, set())
                 if target_names(updated.target) & live:
-                    return updated  # after a break the variable holds the step it stopped at
+                    if not isinstance(updated.target, cst.Name):
+                        return updated  # after a break the variables hold the step it stopped at
+                    kept = (updated.target.value, ctx.namer.new(f"{updated.target.value}_at"))
         names = {BREAK: "brk", CONTINUE: "cont", RETURN: "ret"}
         flags = {k: ctx.namer.new(names[k]) for k in sorted(found.kinds)}
         # ``while True:`` that a jump under a dispatched if stops: a loop on that flag (a while_loop)
@@ -479,7 +493,7 @@ class JumpFlags(Pass):
             return updated
         after = []
         for name, value in lowering.returned:
-            if isinstance(updated, cst.For) and target_names(updated.target) & expr_reads(value):
+            if isinstance(updated, cst.For) and target_names(updated.target) & expr_reads(value) and not kept:
                 return updated  # the loop variable moves on after the return: read too late
             returns = cst.SimpleStatementLine([cst.Return(value)])
             after.append(cst.If(cst.Name(name), cst.IndentedBlock([returns])))
@@ -507,6 +521,12 @@ class JumpFlags(Pass):
                 test = cst.BooleanOperation(cst.UnaryOperation(cst.Not(), stopped), cst.And(), updated.test)
                 new = new.with_changes(test=runtime_predicate(test, ctx))
             else:
+                if kept:  # each step that runs records where it is; after the loop the variable is that step's
+                    new_body = [_assign(kept[1], cst.Name(kept[0])), *new_body]
+                    bound = kept[0] in self.facts.before(original)  # (else Python leaves it unbound: a marker)
+                    unset = cst.Name(kept[0]) if bound else _unset(kept[0], updated.iter, ctx)
+                    before.append(_assign(kept[1], unset))
+                    after.insert(0, _assign(kept[0], cst.Name(kept[1])))
                 guard = cst.If(cst.UnaryOperation(cst.Not(), stopped), cst.IndentedBlock(new_body))
                 new_body = [guard]
                 ctx.run.stop_flags.update(names)

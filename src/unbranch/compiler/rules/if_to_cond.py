@@ -263,7 +263,8 @@ class IfToCond(Pass):
         """
         branch = block_effects(body + orelse, self.ctx.mutating_helpers)
         viewed = [n for n in outputs if n in branch.aliased]
-        one_sided = [n for n in outputs if n in before]
+        # (the user's bool/int flags hold no object anyone else sees: a number, or the tensor a cond made of it)
+        one_sided = [n for n in outputs if n in before and n not in self.ctx.classifier.literal_flags]
         if one_sided:  # rebound on one side only
             then_side, else_side = block_effects(body).rebound, block_effects(orelse).rebound
             one_sided = [n for n in one_sided if (n in then_side) != (n in else_side)]
@@ -279,7 +280,8 @@ class IfToCond(Pass):
             return None  # (nothing the branches bind as a view of another name changes in place)
         earlier, after = surroundings(self.fn, node)
         later = block_effects(after, self.ctx.mutating_helpers).mutated
-        changed = later & branch.aliased
+        # (a name bound anew before its change in place, as a loop's next step may, changes another object)
+        changed = {n for n in later & branch.aliased if _changed_first(after, n, self.ctx)}
         if viewed and changed:
             return (
                 f"'{viewed[0]}' may be a view of another tensor after the if and '{sorted(changed)[0]}' is changed "
