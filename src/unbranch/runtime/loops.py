@@ -112,13 +112,19 @@ def _while(test, step, state, where, bound=None) -> tuple:
     scan of ``bound`` steps (the most the loop takes, when known; else ``max_loop_iterations``) whose
     step runs the body only while ``test`` holds (a ``cond``), or an UnbranchError at export when no
     bound was given."""
-    _refuse_unbound(state, "while")
+    state = _bound_markers(state, None, "while")
     bound = current().max_iterations if bound is None else bound
     if current().target != "executorch":
         from torch._higher_order_ops.while_loop import while_loop
 
+        pairs = _equal_sizes([v.shape if isinstance(v, torch.Tensor) else () for v in state])
+
+        def told(*values):
+            _told(pairs, values)
+            return step(*values)
+
         with logging_dropped():
-            return tuple(while_loop(test, step, state))
+            return tuple(while_loop(test, told if pairs else step, state))
     place = where()
     if bound is None:
         fail(
@@ -144,6 +150,33 @@ def _while(test, step, state, where, bound=None) -> tuple:
     message = f"{place}: this loop needs more than max_loop_iterations={bound} steps"
     check(torch.logical_not(truth_tensor(test(*final))), message)
     return final
+
+
+def _equal_sizes(shapes) -> list[tuple]:
+    """Pairs ((k, d), (j, e)) of symbolic sizes among ``shapes`` that are one size outside a loop op.
+
+    Measured (torch 2.13, non-strict export): a loop op's step sees each input with sizes of its own,
+    so a cond in it choosing between a scanned row and a carried value of the same size gives an
+    unbacked size, which the loop op then refuses as a carry of another shape. Told inside the step
+    (``torch._check``, true there as it is outside), the cond keeps the size."""
+    if torch.compiler.is_dynamo_compiling():
+        return []  # (dynamo traces the step with the sizes it has)
+    first: dict = {}
+    pairs = []
+    for k, shape in enumerate(shapes):
+        for d, size in enumerate(shape):
+            if isinstance(size, torch.SymInt):
+                key = size.node.expr
+                if key in first:
+                    pairs.append((first[key], (k, d)))
+                else:
+                    first[key] = (k, d)
+    return pairs
+
+
+def _told(pairs, tensors) -> None:
+    for (k, d), (j, e) in pairs:
+        torch._check(tensors[k].shape[d] == tensors[j].shape[e])
 
 
 def _as_tuple(out, n: int) -> tuple:
@@ -173,9 +206,14 @@ def _data_dependent(n) -> bool:
     return bool(free_unbacked_symbols(n))
 
 
-def _refuse_unbound(values, construct: str = "for") -> None:
-    """Fail, saying why, where a loop op would carry a name no step has bound yet (first_bound)."""
-    names = [v.name for v in values if isinstance(v, Unbound)]
+def _bound_markers(values, item=None, construct: str = "for") -> tuple:
+    """``values`` with each name no step has bound yet (first_bound's marker) as a value of its kind,
+    from its ``like`` and a stand-in for the loop's first ``item`` (zeros of a row: no row is read,
+    and an empty loop reads none); a marker without one (or with no ``item`` to give) fails, saying why."""
+    values = tuple(values)
+    if not any(isinstance(v, Unbound) for v in values):
+        return values
+    names = [v.name for v in values if isinstance(v, Unbound) and (v.like is None or item is None)]
     if names:
         fail(
             f"{_origin()}: '{names[0]}' is first bound inside this loop, which runs as one loop operator here (its "
@@ -183,6 +221,25 @@ def _refuse_unbound(values, construct: str = "for") -> None:
             f"Bind '{names[0]}' before the loop to a value of its shape",
             construct,
         )
+    return tuple(_shaped_like(v.like, item) if isinstance(v, Unbound) else v for v in values)
+
+
+def _shaped_like(like, item):
+    """Zeros of the kind ``like(*item)`` gives, computed off the record (non-strict export's fake tensors:
+    only the shape, dtype and device are read, so the program reads no row an empty loop lacks)."""
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    with disable_proxy_modes_tracing(), torch._C.DisableTorchFunction():
+        value = like(*(item() if callable(item) else item))
+    if not isinstance(value, torch.Tensor):
+        return value
+    return torch.zeros(value.shape, dtype=value.dtype, device=value.device)
+
+
+def _first_items(sources, enumerated=None) -> tuple:
+    """What ``like`` takes for a loop over the rows of ``sources``: the first row of each (and the index)."""
+    rows = tuple(t[0] for t in sources)
+    return rows if enumerated is None else (enumerated, *rows)
 
 
 def _all_tensors(values) -> bool:
@@ -230,17 +287,23 @@ def _scan(step, carry, xs, device, outputs: bool):
     """(final carry, stacked per-step outputs); ``outputs``: does ``step`` give any?"""
     from torch._higher_order_ops.scan import scan
 
-    _refuse_unbound(carry)
+    carry = _bound_markers(carry)
     init = tuple(carry) or (torch.zeros((), device=device),)  # scan needs a carry: a dummy one
     step, init, narrow = _float_carry(step, init)
+
+    pairs = _equal_sizes([*(t.shape for t in pytree.tree_leaves(init)), *(x.shape[1:] for x in pytree.tree_leaves(xs))])
+
+    def told(state, x):
+        _told(pairs, [*pytree.tree_leaves(state), *pytree.tree_leaves(x)])
+        return step(state, x)
 
     def with_output(state, x):
         # a scan without per-step outputs does not compile in AOTInductor (torch 2.13: "getitem is
         # not an OpOverload"): one 0-d output per step, dropped after the scan
-        return step(state, x)[0], pytree.tree_leaves(state)[0].new_zeros(())
+        return told(state, x)[0], pytree.tree_leaves(state)[0].new_zeros(())
 
     with logging_dropped():
-        state, ys = scan(step if outputs else with_output, init, xs)
+        state, ys = scan(told if outputs else with_output, init, xs)
     return tuple(narrow(tuple(state)))[: len(carry)], tuple(ys) if outputs else ()
 
 
@@ -408,7 +471,7 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     steps = start + 1 if backwards else stop
     scannable = (plain or backwards) and not isinstance(steps, torch.Tensor) and not _data_dependent(steps)
     if not torch.compiler.is_dynamo_compiling() and _symbolic(start, stop, step):
-        _refuse_unbound(carry)  # (a Python loop over a symbolic count would fix it)
+        carry = _bound_markers(carry, (start,))  # (a Python loop over a symbolic count would fix it)
     if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
         state, step_body = tuple(carry), _unread(body, len(reads))
         steps = range(start, stop, step)
@@ -674,7 +737,7 @@ def for_each(
     initial = tuple(carry)
     if traced:
         if not torch.compiler.is_dynamo_compiling():  # (a length dynamo shows as an int may be static)
-            _refuse_unbound(carry)  # (a Python loop over a symbolic length would fix it)
+            carry = _bound_markers(carry, lambda: _first_items(sources, enumerated))  # (a Python loop would fix it)
         literals = (*literals, *_numbers(carry))
         carry, body = _with_flags(carry, body, literals, count + m, accelerator(carry, sources))
     traced = traced and _all_tensors(carry)
@@ -749,6 +812,8 @@ def while_stmt(cond, body, carry=(), mutated=(), kept=(), literals=()):
         if not pred:
             return _from_tuple(state)
         state = _as_tuple(body(*state), len(carry))
+    if not torch.compiler.is_dynamo_compiling():
+        state = _bound_markers(state, (), "while")  # (names the steps so far left unbound)
     # an int counter (``i = 0 ... i += 1``) goes in as a 0-d tensor: as a SymInt it fails once the
     # body also reads a parameter (measured); the compiler wrote its subscripts as ``_ub.at(t)[i]``
     device = accelerator(state)

@@ -11,10 +11,10 @@ __all__ = ["Unbound", "placeholder", "unbound"]
 class Unbound:
     """What a name holds before the loop binds it. Any use raises as the unbound name does."""
 
-    __slots__ = ("name",)
+    __slots__ = ("like", "name")
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, like=None):
+        self.name, self.like = name, like
 
     def _unbound(self, *args, **kwargs):
         raise UnboundLocalError(f"cannot access local variable '{self.name}' where it is not associated with a value")
@@ -28,12 +28,14 @@ class Unbound:
         return f"<unbound '{self.name}'>"
 
 
-def unbound(name: str, *traced):
+def unbound(name: str, *traced, like=None):
     """``name`` before the loop that first binds it; while torch traces, ``traced`` when given (a loop
-    index's first value: a cond or loop op takes no marker, and every step that runs rebinds it)."""
+    index's first value: a cond or loop op takes no marker, and every step that runs rebinds it).
+    ``like(*item)``: a value of the kind a step binds, from a stand-in for the loop's first item (the
+    value a loop op carries in until a step binds it: ``loops.bound_markers``)."""
     if traced and tracing():
         return traced[0]
-    return Unbound(name)
+    return Unbound(name, like)
 
 
 def placeholder(value, make):

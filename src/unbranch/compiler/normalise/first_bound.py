@@ -30,6 +30,7 @@ import libcst as cst
 from ..analysis.effects import block_effects
 from ..analysis.liveness import assigned, live_in, orelse_body
 from ..analysis.names import block_writes, expr_reads, target_names
+from ..lower.build import keyword
 from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
 
@@ -117,6 +118,15 @@ def _walk(stmts, bound: set[str]) -> tuple[set[str] | None, list[set[str]]]:
     return bound, breaks
 
 
+def _target_params(loop: cst.For) -> list[cst.Param] | None:
+    """The loop's variables as a lambda's parameters (``row``; ``i, row``), None for other targets."""
+    t = loop.target
+    names = [t] if isinstance(t, cst.Name) else [e.value for e in t.elements] if isinstance(t, cst.Tuple) else None
+    if names is None or not all(isinstance(n, cst.Name) for n in names):
+        return None
+    return [cst.Param(cst.Name(n.value)) for n in names]
+
+
 class _OtherSides(cst.CSTTransformer):
     """In the dispatched ifs of a loop body (not in nested loops or functions): the side that leaves
     a name of ``names`` as it was sets it to ``_ub.placeholder(name, lambda: <the other side's value>)``."""
@@ -196,7 +206,7 @@ class FirstBound(Pass):
             """
             def forward(self, x):
                 brk = _ub.flag(False)
-                first = _ub.unbound('first')
+                first = _ub.unbound('first', like=lambda i: x[i] * 2)
                 for i in range(4):
                     if not brk:
                         brk = _ub.flag(x[i].sum() > 0)
@@ -242,6 +252,20 @@ class FirstBound(Pass):
         ),
     ]
 
+    def _mark(self, name: str, original, updated, before: set) -> cst.SimpleStatementLine:
+        """``name = _ub.unbound('name'[, like=lambda <targets>: <a value a step binds>])``: ``like`` where
+        the value reads only the loop's variables and names bound before the loop (their values then
+        are of the kind the steps give: a loop op carries nothing else)."""
+        call = self.ctx.runtime_call("unbound", cst.SimpleString(repr(name)))
+        params = _target_params(updated) if isinstance(updated, cst.For) else []
+        body = list(updated.body.body)
+        value = _binding(name, body, self.ctx) if params is not None else None
+        local = block_writes(body) - before - {p.name.value for p in params or []}
+        if value is not None and not expr_reads(value) & local:
+            like = cst.Lambda(cst.Parameters(params), value)
+            call = call.with_changes(args=[*call.args, keyword("like", like)])
+        return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], call)])
+
     def leave_For(self, original, updated):
         return self._loop(original, updated, target_names(original.target))
 
@@ -270,12 +294,7 @@ class FirstBound(Pass):
             return updated
         other_sides = _OtherSides(names, ctx)
         new_body = [s.visit(other_sides) for s in updated.body.body]
-        marks = [
-            cst.SimpleStatementLine(
-                [cst.Assign([cst.AssignTarget(cst.Name(n))], ctx.runtime_call("unbound", cst.SimpleString(repr(n))))]
-            )
-            for n in names
-        ]
+        marks = [self._mark(n, original, updated, before) for n in names]
         marks[0] = marks[0].with_changes(leading_lines=updated.leading_lines)
         new = updated.with_changes(leading_lines=[], body=updated.body.with_changes(body=new_body))
         return cst.FlattenSentinel([*marks, new])
