@@ -10,7 +10,6 @@ import torch
 from helpers import MODES, all_dynamic, assert_same
 
 import unbranch
-from unbranch import UnbranchError
 
 
 class FirstMatch(torch.nn.Module):
