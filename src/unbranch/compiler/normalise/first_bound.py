@@ -1,16 +1,20 @@
 """A name a loop first binds (read after the loop, or by a later step) -> bound before it to a
 marker, and set on the other side of each dispatched ``if`` in the loop to a value of its kind.
 
-    for i in range(4):                        out = _ub.unbound('out')
-        if x[i].sum() > 0:                    for i in range(4):
-            out = x[i]                  ->        if x[i].sum() > 0:
-            break                                     out = x[i]
-    else:                                             break
-        out = x[0] * 0                            else:
-    return out                                        out = _ub.placeholder(out, lambda: x[i])
-                                              else:
-                                                  out = x[0] * 0
-                                              return out
+    for i in range(4):              brk = _ub.flag(False)                    (JumpFlags' flags)
+        if x[i].sum() > 0:          out = _ub.unbound('out', like=lambda i: x[i])
+            out = x[i]              for i in range(4):
+            break           ->          if not brk:
+    else:                                   brk = _ub.flag(x[i].sum() > 0)
+        out = x[0] * 0                      if brk:
+    return out                                  out = x[i]
+                                            else:
+                                                out = _ub.placeholder(out, lambda: x[i])
+                                        else:
+                                            out = _ub.placeholder(out, lambda: x[i])
+                                    if not brk:
+                                        out = x[0] * 0
+                                    return out
 
 A loop op carries every name from step to step, and a cond gives each output on both sides;
 Python leaves the name unbound until a step binds it. Eagerly ``unbound`` is a marker that
@@ -18,7 +22,9 @@ raises ``UnboundLocalError`` wherever it is used, as the unbound name would, and
 ``placeholder`` gives back the value it is given (the marker, or the last step's value), so
 the loop runs exactly as written. While torch traces, ``placeholder`` of the marker is the
 value the other side binds (free of effects, reading nothing the ``if`` rebinds): of the shape
-and dtype a cond needs, and read by no path Python would let read it.
+and dtype a cond needs, and read by no path Python would let read it. ``like`` (where the value
+reads only the loop's variables and names bound before the loop) gives a loop op over a symbolic
+count the value of its kind to carry in (runtime.loops: zeros of it).
 """
 
 from __future__ import annotations
