@@ -81,9 +81,21 @@ def program(rng: random.Random) -> tuple[str, dict]:
         step.insert(0, rng.choice(("row.mul_(0.5)", "row += 1")))
     if kind == "while":
         step.append("k += 1")
-    body = list(step)
     bound_first = "first-bound" in carries and exit_ in ("break-first", "break-middle", "break-last", "else")
-    jump = {"continue": "continue", "return": "return acc * 2"}.get(exit_, "break")
+    out = ["acc"]
+    if "counter" in carries:
+        out.append("acc * n")
+    if "float" in carries:
+        out.append("acc * scale")
+    if exit_ == "else" or bound_first:
+        out.append("hit")
+    if "in-place" in carries and kind in ("rows", "enumerate", "unbind"):
+        out.append("x")
+    if "after" in carries and kind != "while":
+        out.append("row" if row == "row" else "x[i]")
+    body = list(step)
+    # (a return inside the loop gives what the last return gives, of the same structure)
+    jump = {"continue": "continue", "return": f"return {', '.join(['acc * 2', *out[1:]])}"}.get(exit_, "break")
     if exit_.startswith("break") or exit_ in ("continue", "return", "else"):
         hit = [f"hit = {row} * 2"] if bound_first or exit_ == "else" else []
         at = {"break-first": 0, "break-last": len(body)}.get(exit_, len(body) // 2 + (exit_ == "continue"))
@@ -96,17 +108,6 @@ def program(rng: random.Random) -> tuple[str, dict]:
     lines += [f"    {header}", *(f"        {s}" for s in body)]
     if exit_ == "else" or bound_first:
         lines += ["    else:", "        hit = acc * 0"]
-    out = ["acc"]
-    if "counter" in carries:
-        out.append("acc * n")
-    if "float" in carries:
-        out.append("acc * scale")
-    if exit_ == "else" or bound_first:
-        out.append("hit")
-    if "in-place" in carries and kind in ("rows", "enumerate", "unbind"):
-        out.append("x")
-    if "after" in carries and kind != "while":
-        out.append("row" if row == "row" else "x[i]")
     lines.append(f"    return {', '.join(out)}")
     source = "\n".join(["import torch", "", "", "def f(self, x):", *lines, ""])
     return source, {"loop": kind, "exit": exit_, "carries": sorted(carries)}
