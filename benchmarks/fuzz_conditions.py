@@ -28,6 +28,7 @@ from _common import machine, write
 from torch.export import Dim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
+from differential import Model, run, same  # noqa: E402
 from fuzzing import load  # noqa: E402
 
 import unbranch  # noqa: E402
@@ -112,16 +113,6 @@ def program(rng: random.Random, ambiguous: bool = False) -> str:
     return "\n".join(["import torch", "", "", "def f(self, x):", *body, ""])
 
 
-class Model(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-        self.w = torch.nn.Parameter(torch.linspace(-1, 1, 16).reshape(4, 4))
-
-    def forward(self, x):
-        return self.fn(self, x)
-
-
 def inputs(rng_seed: int) -> list[torch.Tensor]:
     """Inputs taking each side: all positive, all negative, zeros, mixed, at 3 (the example's), 5 and 2 rows."""
     g = torch.Generator().manual_seed(rng_seed)
@@ -130,34 +121,6 @@ def inputs(rng_seed: int) -> list[torch.Tensor]:
         r = torch.rand(n, 4, generator=g)
         out += [r + 0.5, -r - 0.5, torch.zeros(n, 4), r - 0.5, 2 * r - 1.2]
     return out
-
-
-def run(x, fn):
-    try:
-        with torch.no_grad():
-            out = fn(x)
-        return out if isinstance(out, tuple) else (out,)
-    except Exception as e:  # (a check's raise, Python's ambiguous bool)
-        return e
-
-
-def same(a, b) -> str | None:
-    """None when the program's result ``a`` is eager's ``b`` in shape, dtype and value; else how not."""
-    if isinstance(b, BaseException):
-        return None if isinstance(a, BaseException) else f"eager raised {type(b).__name__}, the program did not"
-    if isinstance(a, BaseException):
-        return f"the program raised {type(a).__name__}: {str(a).splitlines()[0][:200]}"
-    if len(a) != len(b):
-        return f"{len(a)} outputs against {len(b)}"
-    for u, v in zip(a, b):
-        v = torch.as_tensor(v)
-        if not isinstance(u, torch.Tensor):
-            u = torch.as_tensor(u)
-        if u.shape != v.shape or u.dtype != v.dtype:
-            return f"{tuple(u.shape)} {u.dtype} against eager's {tuple(v.shape)} {v.dtype}"
-        if not torch.allclose(u.double(), v.double(), equal_nan=True, atol=1e-5):
-            return f"values differ: {u} against {v}"
-    return None
 
 
 def check(source: str, seed: int, way, ambiguous: bool = False) -> dict:
