@@ -28,7 +28,7 @@ from _common import machine, write
 from torch.export import Dim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
-from differential import Model, run, same  # noqa: E402
+from differential import Model, eager_difference, run, same  # noqa: E402
 from fuzzing import load  # noqa: E402
 
 import unbranch  # noqa: E402
@@ -133,12 +133,8 @@ def check(source: str, seed: int, way, ambiguous: bool = False) -> dict:
     rewritten = unbranch.transform_method(fn).func
     taken = set()
     for x in xs:  # eagerly: the rewritten function is Python's
-        expected = run(x, lambda t: fn(model, t))
-        got = run(x, lambda t: rewritten(model, t))
-        if isinstance(expected, BaseException) and isinstance(got, BaseException):
-            if type(got) is not type(expected):
-                return {"result": "eager", "detail": f"{got!r} against {expected!r}"}
-        elif (why := same(got, expected)) is not None:
+        why, expected = eager_difference(fn, rewritten, model, x)
+        if why is not None:
             return {"result": "eager", "detail": why}
         taken.add(type(expected).__name__ if isinstance(expected, BaseException) else "ok")
     example = xs[0]

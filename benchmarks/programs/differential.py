@@ -41,3 +41,12 @@ def same(a, b) -> str | None:
         if not torch.allclose(u.double(), v.double(), equal_nan=True, atol=1e-5):
             return f"values differ: {u} against {v}"
     return None
+
+
+def eager_difference(fn, rewritten, model, x) -> tuple[str | None, object]:
+    """(how the rewritten function differs from the original eagerly on ``x``, None where it does not:
+    another exception, or another result in shape, dtype or value; the original's result or exception)."""
+    expected, got = run(x.clone(), lambda t: fn(model, t)), run(x.clone(), lambda t: rewritten(model, t))
+    if isinstance(expected, BaseException) or isinstance(got, BaseException):
+        return (None if type(got) is type(expected) else f"{got!r} against {expected!r}"), expected
+    return same(got, expected), expected

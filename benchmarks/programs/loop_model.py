@@ -8,7 +8,7 @@ import random
 import warnings
 
 import torch
-from differential import Model, run, same
+from differential import Model, eager_difference, run, same
 from fuzzing import load
 from torch.export import Dim
 
@@ -109,11 +109,8 @@ def check(source: str, seed: int, strict: bool) -> dict:
     xs = inputs(seed)
     rewritten = unbranch.transform_method(fn).func
     for x in xs:  # eagerly: the rewritten function is Python's
-        expected, got = run(x.clone(), lambda t: fn(model, t)), run(x.clone(), lambda t: rewritten(model, t))
-        if isinstance(expected, BaseException) or isinstance(got, BaseException):
-            if type(got) is not type(expected):
-                return {"result": "eager", "detail": f"{got!r} against {expected!r}"}
-        elif (why := same(got, expected)) is not None:
+        why, _ = eager_difference(fn, rewritten, model, x)
+        if why is not None:
             return {"result": "eager", "detail": why}
     try:
         with warnings.catch_warnings():

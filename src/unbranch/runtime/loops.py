@@ -207,9 +207,9 @@ def _data_dependent(n) -> bool:
 
 
 def _bound_markers(values, item=None, construct: str = "for") -> tuple:
-    """``values`` with each name no step has bound yet (first_bound's marker) as a value of its kind,
-    from its ``like`` and a stand-in for the loop's first ``item`` (zeros of a row: no row is read,
-    and an empty loop reads none); a marker without one (or with no ``item`` to give) fails, saying why."""
+    """``values`` with each name no step has bound yet (first_bound's marker) as zeros of its kind,
+    from its ``like`` of the loop's first ``item`` (or a function giving it), evaluated off the
+    record (``_shaped_like``); a marker without one (or with no ``item`` to give) fails, saying why."""
     values = tuple(values)
     if not any(isinstance(v, Unbound) for v in values):
         return values
@@ -617,7 +617,7 @@ def last_item(iterable, *names, enumerated=None, zipped=False, unbind=False):
     the program runs, as reading the unbound name does)."""
     sources = tuple(iterable) if zipped else (iterable,)
     n = builtins.min(len(s) if not isinstance(s, torch.Tensor) else s.shape[0] for s in sources)
-    if not (tracing() and _symbolic(n)) and n == 0:
+    if not _symbolic(n) and n == 0:
         found = tuple(Unbound(name) for name in names)
         return found[0] if len(found) == 1 else found
     items = tuple(s[n - 1] for s in sources)

@@ -427,6 +427,14 @@ def unbound(iterable: ast.AST):
     return tensor
 
 
+def unbound_rows(it: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``x`` for the libcst ``x.unbind(0)``, ``torch.unbind(x)`` and the like (``unbound`` decides which)."""
+    if not isinstance(it, cst.Call) or unbound(as_ast(it)) is None:
+        return None
+    f = it.func
+    return it.args[0].value if isinstance(f.value, cst.Name) and f.value.value == "torch" else f.value
+
+
 class Classifier:
     """Classifies expressions of one function, using what it knows of the function's names."""
 

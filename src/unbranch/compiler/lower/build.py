@@ -79,3 +79,11 @@ def branch_def(name: str, params, body, outputs, header=None) -> cst.FunctionDef
         stmts = [cst.SimpleStatementLine([cst.Pass()])]
     block = cst.IndentedBlock(stmts) if header is None else cst.IndentedBlock(stmts, header=header)
     return cst.FunctionDef(cst.Name(name), cst.Parameters([cst.Param(cst.Name(p)) for p in params]), block)
+
+
+def runtime_operator(node, runtime: str) -> str | None:
+    """``name`` for a call ``_ub.name(...)`` of the runtime (as rewritten code calls it), else None."""
+    f = node.func if isinstance(node, cst.Call) else None
+    if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == runtime:
+        return f.attr.value
+    return None

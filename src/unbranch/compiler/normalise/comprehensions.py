@@ -27,7 +27,7 @@ import functools
 
 import libcst as cst
 
-from ..analysis.classify import TENSOR, as_ast, unbound
+from ..analysis.classify import TENSOR, as_ast, unbound, unbound_rows
 from ..analysis.names import block_writes, param_names, reads_of, target_names
 from ..passes import LOOP, Kind, Pass, Rewrite, Unchanged
 
@@ -166,7 +166,7 @@ class Comprehensions(Pass):
             return updated
         generator = self._filtered.pop(first.value)
         clause = generator.for_in
-        rows = _unbound(clause.iter) or clause.iter
+        rows = unbound_rows(clause.iter) or clause.iter
         value = cst.Lambda(cst.Parameters([cst.Param(clause.target)]), generator.elt)
         args = [cst.Arg(first), cst.Arg(rows), cst.Arg(value), *(cst.Arg(a.value) for a in updated.args[1:])]
         return self.ctx.runtime_call("first", *(a.value for a in args))
@@ -263,14 +263,6 @@ class _Renamed(cst.CSTTransformer):
 
     def leave_Arg(self, original, updated):
         return updated.with_changes(keyword=original.keyword)
-
-
-def _unbound(it: cst.BaseExpression) -> cst.BaseExpression | None:
-    """``x`` for ``x.unbind(0)``, ``torch.unbind(x)``: the tensor whose rows ``next`` reads at an index."""
-    if not isinstance(it, cst.Call) or unbound(as_ast(it)) is None:
-        return None
-    f = it.func
-    return it.args[0].value if isinstance(f.value, cst.Name) and f.value.value == "torch" else f.value
 
 
 def _counted(iterable: ast.expr) -> bool:

@@ -35,8 +35,8 @@ import libcst as cst
 
 from ..analysis.effects import block_effects
 from ..analysis.liveness import assigned, live_in, orelse_body
-from ..analysis.names import block_writes, expr_reads, target_names
-from ..lower.build import keyword
+from ..analysis.names import OwnScope, block_writes, expr_reads, target_names
+from ..lower.build import keyword, runtime_operator
 from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
 
@@ -67,14 +67,7 @@ def _binding(name: str, side: list, ctx) -> cst.BaseExpression | None:
 
 def _unwrapped(value, name: str, runtime: str):
     """``lambda: v`` of ``name = _ub.placeholder(name, lambda: v)`` (an inner if's), else ``value``."""
-    f = value.func if isinstance(value, cst.Call) else None
-    if (
-        isinstance(f, cst.Attribute)
-        and isinstance(f.value, cst.Name)
-        and f.value.value == runtime
-        and f.attr.value == "placeholder"
-        and isinstance(value.args[1].value, cst.Lambda)
-    ):
+    if runtime_operator(value, runtime) == "placeholder" and isinstance(value.args[1].value, cst.Lambda):
         return value.args[1].value.body
     return value
 
@@ -133,7 +126,7 @@ def _target_params(loop: cst.For) -> list[cst.Param] | None:
     return [cst.Param(cst.Name(n.value)) for n in names]
 
 
-class _OtherSides(cst.CSTTransformer):
+class _OtherSides(OwnScope, cst.CSTTransformer):
     """In the dispatched ifs of a loop body (not in nested loops or functions): the side that leaves
     a name of ``names`` as it was sets it to ``_ub.placeholder(name, lambda: <the other side's value>)``."""
 
@@ -141,13 +134,10 @@ class _OtherSides(cst.CSTTransformer):
         self.names, self.ctx = names, ctx
         self.placed: set[str] = set()  # the names given a placeholder somewhere
 
-    def visit_FunctionDef(self, node) -> bool:
-        return False
-
     def visit_For(self, node) -> bool:
         return False
 
-    visit_While = visit_ClassDef = visit_Lambda = visit_For
+    visit_While = visit_For
 
     def leave_If(self, original, updated):
         if not self.ctx.is_candidate(original):
@@ -179,16 +169,11 @@ class _OtherSides(cst.CSTTransformer):
         return new
 
 
-class _Dispatched(cst.CSTVisitor):
+class _Dispatched(OwnScope, cst.CSTVisitor):
     """Is there a dispatched ``if`` among the loop body's own statements?"""
 
     def __init__(self, ctx):
         self.ctx, self.found = ctx, False
-
-    def visit_FunctionDef(self, node) -> bool:
-        return False
-
-    visit_ClassDef = visit_Lambda = visit_FunctionDef
 
     def visit_If(self, node) -> None:
         self.found = self.found or self.ctx.is_candidate(node)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import libcst as cst
 import torch
 
-from ..analysis.classify import as_ast, unbound
-from ..analysis.names import block_writes, target_names
+from ..analysis.classify import unbound_rows
+from ..analysis.names import OwnScope, block_writes, target_names
 from ..passes import LOOP, Pass, Rewrite, Unchanged
 
 # in-place methods without an out-of-place twin of the same arguments: the value the row gets
@@ -30,13 +30,7 @@ _AUGMENTED = {cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.DivideA
 
 def _rows_of(it: cst.BaseExpression) -> cst.Name | None:
     """``x`` for ``x``, ``x.unbind(0)``, ``torch.unbind(x)`` (a plain name)."""
-    if isinstance(it, cst.Name):
-        return it
-    tree = unbound(as_ast(it))
-    if tree is None:
-        return None
-    f = it.func
-    rows = it.args[0].value if isinstance(f.value, cst.Name) and f.value.value == "torch" else f.value
+    rows = it if isinstance(it, cst.Name) else unbound_rows(it)
     return rows if isinstance(rows, cst.Name) else None
 
 
@@ -61,17 +55,17 @@ def _in_place(stmt, row: str):
     return None
 
 
-class _Rows(cst.CSTTransformer):
+class _Rows(OwnScope, cst.CSTTransformer):
     """The body's own statements (not nested loops or functions) that change ``row`` in place."""
 
     def __init__(self, rows: str, row: str, index: str):
         self.rows, self.row, self.index = rows, row, index
         self.changed = 0
 
-    def visit_FunctionDef(self, node) -> bool:
+    def visit_For(self, node) -> bool:
         return False
 
-    visit_ClassDef = visit_Lambda = visit_For = visit_While = visit_FunctionDef
+    visit_While = visit_For
 
     def _at(self) -> cst.Subscript:
         return cst.Subscript(cst.Name(self.rows), [cst.SubscriptElement(cst.Index(cst.Name(self.index)))])

@@ -20,7 +20,7 @@ from ..analysis.liveness import analyse_function, live_in
 from ..analysis.names import OwnScope, block_writes, expr_reads, param_names, reads_of
 from ..analysis.walk import read, transform
 from ..context import taken_names
-from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, tuple_node
+from ..lower.build import branch_def, call_statement, explicit_super, in_order, keyword, runtime_operator, tuple_node
 from ..origins import Inheriting
 from ..passes import LOOP, Pass
 from ._checks import blockers, lost_effect
@@ -102,14 +102,7 @@ def _at(value: cst.BaseExpression, runtime: str) -> cst.Call:
 
 def _is_at(node, runtime: str) -> bool:
     """Is ``node`` ``_ub.at(t)`` (as ``_at`` writes it, without ``clamped``)?"""
-    f = node.func if isinstance(node, cst.Call) else None
-    return (
-        isinstance(f, cst.Attribute)
-        and isinstance(f.value, cst.Name)
-        and f.value.value == runtime
-        and f.attr.value == "at"
-        and len(node.args) == 1
-    )
+    return runtime_operator(node, runtime) == "at" and len(node.args) == 1
 
 
 class AtSubscripts(Inheriting):
@@ -125,8 +118,7 @@ class AtSubscripts(Inheriting):
 
     def _runtime_call(self, value) -> bool:
         """``_ub.anything(...)``: made by unbranch, already indexing as it must."""
-        f = value.func if isinstance(value, cst.Call) else None
-        return isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == self.runtime
+        return runtime_operator(value, self.runtime) is not None
 
     def leave_Subscript(self, original, updated):
         if self._runtime_call(updated.value):

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ..analysis.classify import as_ast, unbound
+from ..analysis.classify import unbound_rows
 from ..analysis.effects import block_effects, in_place
 from ..analysis.liveness import surroundings
 from ..analysis.names import OwnScope, block_writes, expr_reads
@@ -110,14 +110,6 @@ def _reversed_range(it) -> cst.Tuple | None:
     return cst.Tuple([cst.Element(e) for e in (_less_one(rng.args[-1].value), _less_one(start), down)])
 
 
-def _unbound(it) -> cst.BaseExpression | None:
-    """``x`` for ``x.unbind(0)``, ``torch.unbind(x)`` and the like (classify.unbound decides which)."""
-    if not isinstance(it, cst.Call) or unbound(as_ast(it)) is None:
-        return None
-    f = it.func
-    return it.args[0].value if isinstance(f.value, cst.Name) and f.value.value == "torch" else f.value
-
-
 def _enumerated_zip(node: cst.For) -> Iteration | None:
     """``for i, (a, b) in enumerate(zip(x, y))``."""
     enum = _call_of(node.iter, "enumerate")
@@ -150,7 +142,7 @@ def iteration(node: cst.For) -> Iteration | Refusal:
         return Iteration("for_range", bounds, targets, targets)
     if _call_of(it, "reversed") is not None:
         return Refusal("a for loop over reversed() of something other than range(n) or range(a, b)")
-    rows = _unbound(it)
+    rows = unbound_rows(it)
     if rows is not None and isinstance(node.target, cst.Name):
         return Iteration("for_each", rows, targets, [], {"unbind": cst.Name("True")})
     if enum is not None and 1 <= len(enum.args) <= 2:
@@ -160,7 +152,7 @@ def iteration(node: cst.For) -> Iteration | Refusal:
         keywords = [a.keyword.value for a in enum.args if a.keyword is not None]
         if enum.args[0].keyword is not None or keywords not in ([], ["start"]):
             return Refusal("enumerate() with unexpected keywords")
-        rows = _unbound(enum.args[0].value)  # enumerate(x.unbind(0)): over x, unbound by Python eagerly
+        rows = unbound_rows(enum.args[0].value)  # enumerate(x.unbind(0)): over x, unbound by Python eagerly
         over, unbind = (rows, {"unbind": cst.Name("True")}) if rows is not None else (enum.args[0].value, {})
         return Iteration("for_each", over, targets, targets[:1], {"enumerated": start, **unbind})
     if zipped is not None and zipped.args and not any(a.keyword for a in zipped.args):
