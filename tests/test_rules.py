@@ -56,19 +56,27 @@ def test_example_text(step, example, upto):
         assert "_ub.unconverted(" in left and repr(example.message) in left
 
 
-def _run(code, x):
-    """(what ``forward`` gives, its ``self``'s attributes after), or the exception's type and message.
-    ``self`` holds a 0-d tensor for each attribute the code names (``self.n``), fresh for each run."""
-    scope = {"torch": torch, "_ub": runtime}
+def _run(code, x, hook=False):
+    """(what the function gives, its first parameter's attributes after), or the exception's type and
+    message. The first parameter (``self``, a hook's ``module``) holds a tensor for each attribute the
+    code names (``self.n``), fresh for each run; the others are copies of ``x``; an object the code
+    makes (``Output(...)``) is a namespace. ``hook``: the result as ``Module.__call__`` reads a
+    forward hook's (None keeps the output, its last argument)."""
+    scope = {"torch": torch, "_ub": runtime, "Output": types.SimpleNamespace}
     exec(_text(code), scope)
-    forward = scope["forward"]
-    state = types.SimpleNamespace(**{name: torch.zeros(4) for name in re.findall(r"\bself\.(\w+)", code)})
+    forward = next(v for k, v in scope.items() if isinstance(v, types.FunctionType) and k != "Output")
+    owner = forward.__code__.co_varnames[0]
+    state = types.SimpleNamespace(**{name: torch.zeros(4) for name in re.findall(rf"\b{owner}\.(\w+)", code)})
     # a callee's variant (ReturnsToRest) hands its result to a caller's rest: here one giving it back
     rest = {"_ub_rest": lambda value: value} if "_ub_rest" in code else {}
+    args = [x.clone() for _ in range(forward.__code__.co_argcount - 1)]
     try:
-        return forward(state, *[x.clone() for _ in range(forward.__code__.co_argcount - 1)], **rest), vars(state)
+        result = forward(state, *args, **rest)
     except Exception as e:  # the same exception type and message on both sides
         return type(e), str(e)
+    if hook and result is None:
+        result = args[-1]
+    return (vars(result) if isinstance(result, types.SimpleNamespace) else result), vars(state)
 
 
 @pytest.mark.parametrize("step, example", [p for p in _examples() if isinstance(p.values[1], Rewrite)])
@@ -80,7 +88,8 @@ def test_example_behaviour(step, example):
         torch.full((3,), float("inf")).half(),
         torch.randn(1, 3).half(),
     ):
-        before, after = _run(example.before, x), _run(example.after, x)
+        hook = step.OPTIONS.get("hook_output", False)
+        before, after = _run(example.before, x, hook), _run(example.after, x, hook)
         if isinstance(before, tuple) and isinstance(before[0], type):
             assert after == before  # both raised the same
         else:

@@ -21,6 +21,7 @@ from .exporting.arguments import (
     check_type,
     targets,
 )
+from .exporting.checked import checked
 from .exporting.failures import asked_equal
 from .exporting.guided import Guide
 from .exporting.report import Report, remember, say
@@ -39,6 +40,7 @@ def export(
     one_sided: bool = False,
     checks: str = "auto",
     branches: str = "auto",
+    check: bool | str = True,
     **options,
 ):
     """``torch.export.export``, made to get past Python control flow on data; same arguments, same result.
@@ -67,9 +69,16 @@ def export(
     non-strict export. "auto" (default): both sides run and ``torch.where`` picks, where that is
     cheaper than a ``torch.cond`` (at most 8 operations, at most 65,536 elements in the example);
     "where": whenever the sides are such operations; "cond": always a cond.
+
+    ``check``: a program made from rewritten code is run before it is returned, with eager
+    beside it, on the example inputs and on inputs of other sizes in each dynamic dimension (the
+    model's state put back after); where it fails or differs and eager works, True (default)
+    raises UnbranchError, "warn" warns and returns it, False returns it unchecked.
     """
     check_type("export", "one_sided", one_sided, bool)
     check_modes("export", checks, branches)
+    if check not in (True, False, "warn"):
+        raise TypeError(f"export(): check must be True, False or 'warn', not {check!r}")
     guide = Guide(model=mod, one_sided=one_sided, asked=asked_equal(mod, args, kwargs, dynamic_shapes))
     try:
         # (one at a time in the process, torch's defaults kept: see exporting.session)
@@ -77,6 +86,8 @@ def export(
             ep = guide.run(
                 lambda: torch.export.export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict, **options)
             )
+            if check and not guide.attempts[0].returned:  # (a plain export's program is torch's own)
+                checked(ep, mod, args, kwargs, dynamic_shapes, guide.used(), warn_only=check == "warn")
     except UnbranchError as e:
         e.report = Report(guide.used(), attempts=guide.attempts)
         raise

@@ -32,6 +32,7 @@ from .normalise.conversions import Conversions
 from .normalise.early_return import EarlyReturn
 from .normalise.elif_chain import ElifChain
 from .normalise.first_bound import FirstBound
+from .normalise.hook_output import HookOutput
 from .normalise.jump_flags import JumpFlags
 from .normalise.leading_break import LeadingBreak
 from .normalise.match_chain import MatchChain
@@ -52,6 +53,7 @@ from .rules.while_to_loop import WhileToLoop
 from .source import SourceInfo
 
 PASSES = [
+    HookOutput,  # a forward hook's `return None` -> `return output` (Module.__call__ keeps the output for None)
     RestAfterCall,  # a call whose result is a Python value decided by data: the rest becomes a function
     ReturnsToRest,  # (a callee's variant) each return hands its value to the caller's rest
     MatchChain,  # match on data -> the if/elif chain of its cases' comparisons
@@ -105,10 +107,11 @@ class Options:
     continuation: bool = False
     # lines torch named for a value from data where a subscript's index may be a 0-d tensor (rules.index_at)
     index_at: frozenset = frozenset()
+    hook_output: bool = False  # a forward hook: ``return None`` keeps the output (normalise.hook_output)
 
     def key(self) -> tuple:
         hooks = tuple(_hook_key(h) for h in (self.filter_node, self.pre_rewriter, self.post_rewriter))
-        flags = (self.strict, self.is_method, self.shape_conditions, self.lengths, self.annotations)
+        flags = (self.strict, self.is_method, self.shape_conditions, self.lengths, self.annotations, self.hook_output)
         sides = (tuple(sorted(self.continue_at)), tuple(sorted(self.one_side)), self.one_sided)
         sides += (tuple(sorted(self.continue_calls)), self.continuation, tuple(sorted(self.index_at)))
         return (self.prefix, *flags, *sides, hooks)

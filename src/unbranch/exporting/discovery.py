@@ -18,6 +18,7 @@ export that stops at control flow on data rewrites the function torch names (ses
 from __future__ import annotations
 
 import ast
+import functools
 import types
 
 import torch
@@ -63,6 +64,11 @@ def discover(model: torch.nn.Module) -> list:
                 break
             if "forward" in klass.__dict__:
                 frontier.append((klass.__dict__["forward"], sub))
+    hooks = [hook for sub in model.modules() for hook in _hooks_of(sub)]
+    for fn, owner, output in hooks:
+        if output and (inner := _function(fn)) is not None and _wanted(inner, owner):
+            found.setdefault(inner, {"hook_output": True})
+    frontier += [(fn, owner) for fn, owner, _ in hooks]
     for _ in range(_DEPTH + 1):
         following = []
         for target, owner in frontier:
@@ -75,6 +81,38 @@ def discover(model: torch.nn.Module) -> list:
             following += _callees(fn, owner)
         frontier = following
     return list(found.items())
+
+
+def _hooks_of(module: torch.nn.Module) -> list:
+    """(function, its owner, is it a forward hook) of each forward hook and pre-hook on ``module``, and
+    the process's own: ``Module.__call__`` runs them inside the export. A ``functools.partial`` runs
+    its ``func``, a callable object its class's ``__call__``. (A partial's bound arguments shift the
+    parameters: only a plain forward hook's result is read as Module.__call__ reads it.)"""
+    found = []
+    for registry, output in _registries(module):
+        for hook in list(registry.values()):
+            plain = not isinstance(hook, functools.partial)
+            while isinstance(hook, functools.partial):
+                hook = hook.func
+            if isinstance(hook, (types.FunctionType, types.MethodType)):
+                found.append((hook, getattr(hook, "__self__", None), output and plain))
+            elif isinstance(_call_of(type(hook)), types.FunctionType):
+                found.append((type(hook).__call__, hook, output and plain))
+    return found
+
+
+def _call_of(klass):
+    """The ``__call__`` an instance of ``klass`` runs (its own or a base's)."""
+    return next((vars(k)["__call__"] for k in klass.__mro__ if "__call__" in vars(k)), None)
+
+
+def _registries(module: torch.nn.Module) -> list:
+    """(hooks dict, are they forward hooks) of ``module`` and of the process."""
+    from torch.nn.modules import module as registered
+
+    pre = [module._forward_pre_hooks, registered._global_forward_pre_hooks]
+    post = [module._forward_hooks, registered._global_forward_hooks]
+    return [(r, False) for r in pre] + [(r, True) for r in post]
 
 
 def _function(target) -> types.FunctionType | None:

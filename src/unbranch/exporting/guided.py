@@ -279,7 +279,11 @@ class Guide:
         discovery); also where a function torch named is looked for first (``locate.function_for``)."""
         from .discovery import discover
 
-        return discover(self.model) if isinstance(self.model, torch.nn.Module) else []
+        found = discover(self.model) if isinstance(self.model, torch.nn.Module) else []
+        for target, hooks in found:
+            if hooks:  # (a forward hook's options: kept in every rewrite of it, as the catalogue's)
+                self.hooks.setdefault(innermost_function(target), hooks)
+        return found
 
     def _function_for(self, code):
         return function_for(code, known=(target for target, _ in self.discovered))

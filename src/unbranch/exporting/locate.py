@@ -100,7 +100,9 @@ def function_for(code: types.CodeType, known=()) -> types.FunctionType | Nested 
     if code.co_name.startswith("<"):
         holder = _holder(code)
         return function_for(holder, known) if holder is not None else None
-    named = _named(known, code) or _named(gc.get_referrers(code), code)
+    # (a function discovery found held by the model, a hook made in ``__init__`` among them, is the
+    # one that runs, though made inside another function)
+    named = _named(known, code, held=True) or _named(gc.get_referrers(code), code)
     if named is not None:
         return named
     module = _module_of(code.co_filename)
@@ -120,10 +122,12 @@ def function_for(code: types.CodeType, known=()) -> types.FunctionType | Nested 
     return None
 
 
-def _named(refs, code: types.CodeType) -> types.FunctionType | None:
-    """The first of ``refs`` that is a function running ``code`` not made inside another one."""
+def _named(refs, code: types.CodeType, held: bool = False) -> types.FunctionType | None:
+    """The first of ``refs`` that is a function running ``code`` not made inside another one (``held``:
+    or made inside one and kept)."""
     for ref in refs:
-        if isinstance(ref, types.FunctionType) and original_code(ref) is code and "<locals>" not in ref.__qualname__:
+        made_inside = "<locals>" in getattr(ref, "__qualname__", "")
+        if isinstance(ref, types.FunctionType) and original_code(ref) is code and (held or not made_inside):
             return ref
     return None
 

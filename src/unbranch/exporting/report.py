@@ -36,9 +36,15 @@ _SITE = re.compile(r"# (\S+:\d+)\s*$", re.M)
 
 
 def branch_sites(ep) -> set[str]:
-    """``file:line`` of the user's if behind each branch node of ``ep`` (the emitted line's comment, in its
-    stack trace)."""
-    return {sites[-1] for node in branch_nodes(ep) if (sites := _SITE.findall(node.meta.get("stack_trace") or ""))}
+    """``file:line`` of the user's if behind each branch node of ``ep``."""
+    return {site for node in branch_nodes(ep) if (site := site_of(node))}
+
+
+def site_of(node) -> str | None:
+    """``file:line`` of the user's statement a node of rewritten code comes from (the emitted line's
+    comment, in its stack trace)."""
+    sites = _SITE.findall(node.meta.get("stack_trace") or "")
+    return sites[-1] if sites else None
 
 
 @dataclass

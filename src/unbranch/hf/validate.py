@@ -27,13 +27,13 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..api import export
+from ..exporting.checked import TOLERANCE, max_diff
 from ..exporting.failures import kind_of
 from ..exporting.quiet import quiet
 from ..exporting.report import branch_nodes, branch_sites, observe_branches, report_of
 from .catalog import stale_entries
 from .zoo import MODELS
 
-TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 5e-2}
 OUTCOMES = ("no-harm", "fixed", "not fixed", "harm", "other failure", "not built")
 
 
@@ -111,24 +111,6 @@ class Result:
     def as_dict(self, log: bool = False) -> dict:
         d = {k: v for k, v in asdict(self).items() if log or k != "log"}
         return {**d, "ok": self.ok, "outcome": self.outcome[0], "reason": self.outcome[1]}
-
-
-def max_diff(actual, expected, per_tensor: bool = False) -> float:
-    """Largest ``|actual - expected| / (1 + |expected|)`` over floating leaves (NaN on both sides: equal).
-
-    ``per_tensor`` divides by ``1 + max |expected|`` of the whole tensor instead: onnxruntime's
-    kernels round differently from torch's, and next to float16 values of 6e4 (a clamped
-    overflow) an element of 2 may be off by one float16 step of those, 32.
-    """
-    worst = 0.0
-    for a, e in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected)):
-        if isinstance(e, torch.Tensor) and e.is_floating_point():
-            a, e = a.float(), e.float()
-            both_nan = torch.isnan(a) & torch.isnan(e)
-            scale = e.abs().nan_to_num(0, 0, 0).max() if per_tensor and e.numel() else e.abs()
-            diff = torch.where(both_nan, 0.0, (a - e).abs() / (1 + scale))
-            worst = max(worst, float(diff.nan_to_num(float("inf")).max()) if diff.numel() else 0.0)
-    return worst
 
 
 def _tensors(tree) -> list:

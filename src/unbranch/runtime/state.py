@@ -7,9 +7,22 @@ import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ._tracing import fail, origin_of_caller, tracing
+from .unbound_names import Unbound
 
 # the operators rewritten code calls as ``_ub.<name>``
-__all__ = ["store_attribute"]
+__all__ = ["attribute", "store_attribute"]
+
+
+def attribute(owner, name: str):
+    """``owner.<name>`` for a construct that binds it without reading it: it may not exist before,
+    and then the local is unbound until the construct binds it (an ``Unbound`` marker)."""
+    try:
+        return getattr(owner, name)
+    except AttributeError:
+        return Unbound(f"{name}")
+
+
+_MISSING = object()  # (an attribute the construct binds first)
 
 
 def store_attribute(owner, name: str, value) -> None:
@@ -19,17 +32,30 @@ def store_attribute(owner, name: str, value) -> None:
     in place, or the side that sets it not taken). While torch exports, a registered buffer is
     updated in place instead: the program then records the buffer's mutation, where a new tensor
     bound to the name was dropped (strict export, torch 2.13, measured). Anything else that would
-    have to hold a traced value (a Python int counted under the condition comes out of the cond as
-    a symbolic int; an attribute that is no buffer) is refused: the exported program would not
-    keep it, and the traced value could stay on the module.
+    have to hold a traced value on a module (a Python int counted under the condition comes out of
+    the cond as a symbolic int; an attribute that is no buffer) is refused: the exported program
+    would not keep it, and the traced value could stay on the module. An object that is no module
+    (an output's field, a hook's kwargs object) holds it as a local would.
     """
-    old = getattr(owner, name)
+    if isinstance(value, Unbound):
+        return  # the construct did not bind it, and it did not exist before
+    old = getattr(owner, name, _MISSING)
     if value is old:
         return
     # (under strict export dynamo shows a symbolic int as an int: every new value counts as traced)
     symbolic = isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool))
     if not (tracing() and (symbolic or torch.compiler.is_dynamo_compiling())):
         setattr(owner, name, value)
+        return
+    if not isinstance(owner, torch.nn.Module):
+        if torch.compiler.is_dynamo_compiling():
+            fail(
+                f"{origin_of_caller(1)}: this construct sets attribute '{name}' of a {type(owner).__name__} object "
+                "under a tensor condition; strict export (torch 2.13) loses an attribute set on an object after a "
+                "torch.cond (its program gives the old value, measured): export with strict=False",
+                "attribute",
+            )
+        setattr(owner, name, value)  # (an object no module holds, an output's field, may hold a traced value)
         return
     buffers = getattr(owner, "_buffers", {})
     if name in buffers and _same_layout(old, value):

@@ -12,9 +12,12 @@ any other. Eagerly nothing changes: the local is the attribute's own object, so 
 value only where the construct bound one (``self.n = self.n + 1``, an int ``+= 1``). While
 torch exports, the write-back is the buffer's update in place (runtime/state.py).
 
-Only the method's own attributes (``self.name``, then indexed or called in place), and only
-where every use of them in the construct is through the local: not read in a nested function
-or lambda, ``self`` never rebound there, no ``del``.
+The handle is any name the construct does not bind: ``self``, a hook's ``module``
+(``module.peak.copy_(m)``), an output object (``out.loss = l``). Only where every use of its
+attributes in the construct is through the local: not read in a nested function or lambda,
+the handle never rebound there, no ``del``; and a handle other than ``self`` not used there
+in another way (``f(out)`` would see the attribute as it was). A view attribute (``w.data``)
+is the tensor itself, changed in place like a local.
 """
 
 from __future__ import annotations
@@ -24,30 +27,30 @@ import ast
 import libcst as cst
 
 from ..analysis.classify import STATIC
-from ..analysis.effects import in_place
+from ..analysis.effects import VIEW_ATTRIBUTES, in_place
 from ..analysis.names import reads_of
 from ..analysis.walk import read, transform
 from ..passes import IF, LOOP, Kind, Pass, Rewrite, Unchanged
 
 
-def _own_attribute(expr, owner: str) -> bool:
+def _handle_attribute(expr) -> bool:
+    """``handle.name`` (then any subscripts), ``name`` no view of a tensor."""
     while isinstance(expr, ast.Subscript):
         expr = expr.value
-    return isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == owner
+    return isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.attr not in VIEW_ATTRIBUTES
 
 
 def _sets_attribute(node, classifier) -> bool:
-    """A converted ``if``/loop in which ``self.name`` (or a row of it) is assigned or changed in place."""
-    owner = classifier.self_name
-    if owner is None or not (IF.finds(node, classifier) if isinstance(node, ast.If) else LOOP.finds(node, classifier)):
+    """A converted ``if``/loop in which ``handle.name`` (or a row of it) is assigned or changed in place."""
+    if not (IF.finds(node, classifier) if isinstance(node, ast.If) else LOOP.finds(node, classifier)):
         return False
     for sub in ast.walk(node):
-        if isinstance(sub, (ast.AugAssign, ast.AnnAssign)) and _own_attribute(sub.target, owner):
+        if isinstance(sub, (ast.AugAssign, ast.AnnAssign)) and _handle_attribute(sub.target):
             return True
-        if isinstance(sub, ast.Assign) and any(_own_attribute(t, owner) for t in sub.targets):
+        if isinstance(sub, ast.Assign) and any(_handle_attribute(t) for t in sub.targets):
             return True
         f = sub.func if isinstance(sub, ast.Call) else None
-        if isinstance(f, ast.Attribute) and f.attr.endswith("_") and _own_attribute(f.value, owner):
+        if isinstance(f, ast.Attribute) and f.attr.endswith("_") and _handle_attribute(f.value):
             return True
     return False
 
@@ -66,14 +69,27 @@ class _Attributes(cst.CSTVisitor):
         self.blocked = False  # a use the local cannot stand for
         self.uses: dict[str, int] = {}  # attribute -> how often ``self.name`` is written in the statement
         self.bound: dict[str, int] = {}  # ... of which as the whole target of ``=`` (no read of it)
+        self.names = 0  # how often the handle's name is written in the statement
 
     def _own(self, expr) -> str | None:
         """``name`` for ``self.name`` (then any subscripts), else None."""
         while isinstance(expr, cst.Subscript):
             expr = expr.value
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == self.owner:
+        if (
+            isinstance(expr, cst.Attribute)
+            and isinstance(expr.value, cst.Name)
+            and expr.value.value == self.owner
+            and expr.attr.value not in VIEW_ATTRIBUTES
+        ):
             return expr.attr.value
         return None
+
+    def used_otherwise(self) -> bool:
+        """Is the handle itself used in the statement, not only its attributes?"""
+        return self.names > sum(self.uses.values())
+
+    def visit_Name(self, node):
+        self.names += node.value == self.owner
 
     def _set(self, target, rebinds: bool) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -184,6 +200,47 @@ class AttributeState(Pass):
                 return x
             """,
         ),
+        Rewrite(  # a forward hook's module: its buffer changed in place, as a local would be
+            """
+            def hook(module, args, output):
+                if output.sum() > 0:
+                    module.seen.add_(output.sum())
+            """,
+            """
+            def hook(module, args, output):
+                module_seen = module.seen
+                if output.sum() > 0:
+                    module_seen.add_(output.sum())
+            """,
+        ),
+        Rewrite(  # an output object's field, bound first here: read only where it exists
+            """
+            def forward(self, x):
+                out = Output(hidden=x * 2)
+                if x.sum() > 0:
+                    out.loss = x.pow(2).mean()
+                return out
+            """,
+            """
+            def forward(self, x):
+                out = Output(hidden=x * 2)
+                out_loss = _ub.attribute(out, "loss")
+                if x.sum() > 0:
+                    out_loss = x.pow(2).mean()
+                _ub.store_attribute(out, "loss", out_loss)
+                return out
+            """,
+        ),
+        Unchanged(  # the object itself is used in the construct: it would see the field as it was
+            """
+            def forward(self, x):
+                out = Output(hidden=x * 2)
+                if x.sum() > 0:
+                    out.loss = x.pow(2).mean()
+                    log(out)
+                return out
+            """
+        ),
         Unchanged(  # a Python condition: the if stays as written
             """
             def forward(self, x):
@@ -228,7 +285,7 @@ class AttributeState(Pass):
             converted = self.ctx.classifier.loop_candidate(node.iter)
         else:
             converted = self.ctx.condition_kind(node) != STATIC
-        if self._inside is None and self.ctx.self_name and converted:
+        if self._inside is None and converted:
             self._inside = node
         return True
 
@@ -236,34 +293,78 @@ class AttributeState(Pass):
         if self._inside is not original:
             return updated
         self._inside = None
-        owner = self.ctx.self_name
-        found = _Attributes(owner)
-        read(updated, found)
-        if found.blocked or not found.changed or found.unread():
-            return updated
-        names = {attr: self.ctx.namer.new(f"{owner}_{attr}") for attr in found.changed}
-        body = transform(updated, _Local(owner, names))
-        before = [
-            cst.SimpleStatementLine(
-                [cst.Assign([cst.AssignTarget(cst.Name(local))], cst.Attribute(cst.Name(owner), cst.Name(attr)))]
-            )
-            for attr, local in names.items()
-        ]
-        after = [
-            cst.SimpleStatementLine(
-                [
-                    cst.Expr(
-                        self.ctx.runtime_call(
-                            "store_attribute", cst.Name(owner), cst.SimpleString(f'"{attr}"'), cst.Name(local)
+        handles = _Handles()
+        read(updated, handles)
+        before, after = [], []
+        for owner in handles.found:
+            found = _Attributes(owner)
+            read(updated, found)
+            own = owner == self.ctx.self_name
+            if found.blocked or not found.changed or (own and found.unread()) or (not own and found.used_otherwise()):
+                continue
+            names = {attr: self.ctx.namer.new(f"{owner}_{attr}") for attr in found.changed}
+            updated = transform(updated, _Local(owner, names))
+            first = found.unread()  # (another object's field bound first here: it may not exist before)
+            before += [
+                cst.SimpleStatementLine(
+                    [cst.Assign([cst.AssignTarget(cst.Name(local))], self._read(owner, attr, first))]
+                )
+                for attr, local in names.items()
+            ]
+            after += [
+                cst.SimpleStatementLine(
+                    [
+                        cst.Expr(
+                            self.ctx.runtime_call(
+                                "store_attribute", cst.Name(owner), cst.SimpleString(f'"{attr}"'), cst.Name(local)
+                            )
                         )
-                    )
-                ]
-            )
-            for attr, local in names.items()
-            if found.changed[attr]
-        ]
+                    ]
+                )
+                for attr, local in names.items()
+                if found.changed[attr]
+            ]
+        if not before:
+            return updated
         before[0] = before[0].with_changes(leading_lines=updated.leading_lines)
-        body = body.with_changes(leading_lines=[])
+        body = updated.with_changes(leading_lines=[])
         for statement in (*before, *after):
             self.ctx.origins.inherit(statement, original)
         return cst.FlattenSentinel([*before, body, *after])
+
+    def _read(self, owner: str, attr: str, first: set):
+        if attr in first:
+            return self.ctx.runtime_call("attribute", cst.Name(owner), cst.SimpleString(f'"{attr}"'))
+        return cst.Attribute(cst.Name(owner), cst.Name(attr))
+
+
+class _Handles(cst.CSTVisitor):
+    """The names whose attributes a statement sets or changes in place, in the order first met."""
+
+    def __init__(self):
+        self.found: list[str] = []
+
+    def _target(self, expr) -> None:
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            for element in expr.elements:
+                self._target(element.value)
+            return
+        while isinstance(expr, cst.Subscript):
+            expr = expr.value
+        handle = isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+        if handle and expr.attr.value not in VIEW_ATTRIBUTES and expr.value.value not in self.found:
+            self.found.append(expr.value.value)
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self._target(t.target)
+
+    def visit_AugAssign(self, node):
+        self._target(node.target)
+
+    def visit_AnnAssign(self, node):
+        self._target(node.target)
+
+    def visit_Call(self, node):
+        if isinstance(node.func, cst.Attribute) and in_place(node.func.attr.value):
+            self._target(node.func.value)
