@@ -101,11 +101,11 @@ def test_a_refused_speculation_falls_back_to_the_named_places(strict):
     """scale_small_positive's if is a size test for the example, which torch never names; as a cond it
     is refused (a side gives a string): the speculative rewrites go, and torch names one place at a time."""
     model = SpeculationRefused()
-    # (a label decided by a size the example fixes: narrowed, as the precise path; the check, told to
-    # warn, names the size it fails at where eager works)
+    # (a label decided by a size the example fixes: narrowed, as the precise path; the check names the
+    # size eager takes and the program refuses)
     with pytest.warns(UserWarning, match="accepts less than its dynamic dimensions"):
-        with pytest.warns(UserWarning, match="on inputs of size 3 in dimension 0"):
-            ep = unbranch.export(model, (torch.randn(4, 4),), dynamic_shapes=DYNAMIC, strict=strict, check="warn")
+        with pytest.warns(UserWarning, match="refuses sizes eager takes: on inputs of size 3 in dimension 0"):
+            ep = unbranch.export(model, (torch.randn(4, 4),), dynamic_shapes=DYNAMIC, strict=strict)
     for x in (torch.full((4, 4), 3.0), torch.full((6, 4), -3.0)):  # each side of halve_positive and clamp_large
         (got, label), (want, expected) = ep.module()(x), model(x)
         assert_same(got, want)

@@ -73,7 +73,8 @@ def export(
     ``check``: a program made from rewritten code is run before it is returned, with eager
     beside it, on the example inputs and on inputs of other sizes in each dynamic dimension (the
     model's state put back after); where it fails or differs and eager works, True (default)
-    raises UnbranchError, "warn" warns and returns it, False returns it unchecked.
+    raises UnbranchError, "warn" warns and returns it, False returns it unchecked. Sizes eager
+    takes that only the program's guards on input sizes refuse are named in a warning.
     """
     check_type("export", "one_sided", one_sided, bool)
     check_modes("export", checks, branches)

@@ -6,8 +6,10 @@ runtime assertion on the example's, or a graph that fails on every call (functor
 cond). Such a program exports, and the user finds out only when it runs. So the program unbranch
 rewrote is run, with eager beside it, on the example inputs and on inputs of other sizes for each
 dynamic dimension (rows repeated or dropped, just outside the range the program states where it
-is narrower than the dimension's own), and every difference is a problem; the model's and the
-program's state (buffers, parameters, plain attributes) are put back after.
+is narrower than the dimension's own). A failure or difference where eager works is an error; a
+size only the program's guards on input sizes refuse is named in a warning (torch specialises on
+sizes, as without unbranch: a zoo model's position table, a window's padding). The model's and the
+program's state (buffers, parameters, plain attributes) are put back after each run.
 """
 
 from __future__ import annotations
@@ -29,19 +31,27 @@ from .report import site_of
 # how far an exported program's floating results may be from eager's (max_diff)
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 5e-2}
 _REGISTRIES = ("_parameters", "_buffers", "_modules")  # a module's dicts of its tensors and children
+_GUARD = "Guard failed"  # how ep.module() refuses inputs outside what its guards on input sizes allow
 _SMALLEST = 2  # torch specialises sizes 0 and 1: a dynamic dimension is at least 2 in a program
 
 
 def checked(ep, mod, args, kwargs, dynamic_shapes, methods, warn_only: bool = False) -> None:
     """Raise UnbranchError (``warn_only``: warn) where the program made from ``methods`` fails or
-    differs from eager."""
-    found = problems(ep, mod, args, kwargs, dynamic_shapes)
-    if not found:
-        return
+    differs from eager; warn where it only refuses, by a guard on its input sizes, sizes eager takes
+    (torch specialised on a size, as it does without unbranch)."""
+    wrong, narrowed = problems(ep, mod, args, kwargs, dynamic_shapes)
     names = ", ".join(f"{rm.qualname} ({rm.source.path}:{rm.source.line})" for rm in methods) or "nothing"
+    if narrowed:
+        warnings.warn(
+            f"unbranch: the exported program made from rewritten code ({names}) refuses sizes eager takes: "
+            f"{'; '.join(narrowed)}",
+            stacklevel=3,
+        )
+    if not wrong:
+        return
     text = (
         f"the exported program made from rewritten code ({names}) does not do what eager does: "
-        f"{'; '.join(found)}; export(..., check=False) returns it unchecked"
+        f"{'; '.join(wrong)}; export(..., check=False) returns it unchecked"
     )
     if warn_only:
         warnings.warn(f"unbranch: {text}", stacklevel=3)
@@ -49,25 +59,31 @@ def checked(ep, mod, args, kwargs, dynamic_shapes, methods, warn_only: bool = Fa
     raise UnbranchError(text, construct="export check")
 
 
-def problems(ep, mod, args, kwargs=None, dynamic_shapes=None) -> list[str]:
-    """Where ``ep`` fails or differs from eager ``mod``, one line each ("" where all agree)."""
+def problems(ep, mod, args, kwargs=None, dynamic_shapes=None) -> tuple[list[str], list[str]]:
+    """Where ``ep`` fails or differs from eager ``mod``, and where it only refuses by a guard on its
+    input sizes what eager takes: one line each."""
     kwargs = dict(kwargs or {})
     leaves, rebuild = _user_inputs(ep, args, kwargs)
-    found = list(_unrunnable(ep))
+    wrong, narrowed = list(_unrunnable(ep)), []
     program = ep.module()
-    with _kept(mod, ep), quiet(warnings_too=True):
+    with _kept(mod, ep) as restore, quiet(warnings_too=True):
         others = _other_sizes(ep, leaves, _named(mod, args, kwargs, dynamic_shapes))
         for label, sizes in [("the example inputs", {}), *others]:
             inputs = rebuild(_resized(leaves, sizes)) if sizes else (args, kwargs)
             mine, theirs = _copied(inputs), _copied(inputs)  # (each run changes its own, compared after)
             expected = _run(mod, *theirs)
+            restore()  # (what eager changed, a parameter cast to another dtype among it, is the program's too)
             if isinstance(expected, BaseException):
                 continue  # eager fails there too: nothing the program must do
             got = _run(program, *mine)
+            restore()
+            if isinstance(got, AssertionError) and str(got).startswith(_GUARD):
+                narrowed.append(f"on {label}: {_first_line(got)}")
+                continue
             why = _differs(got, expected) or _differs(mine, theirs, "input")
             if why:
-                found.append(f"on {label}: {why}")
-    return found
+                wrong.append(f"on {label}: {why}")
+    return wrong, narrowed
 
 
 def _unrunnable(ep):
@@ -254,25 +270,32 @@ def _resized(leaves, sizes: dict) -> list:
 
 @contextlib.contextmanager
 def _kept(mod, ep):
-    """Put back what running the model and the program changes: every tensor of the model and of the
-    program's state (in place, so aliases stay), and the modules' plain attributes."""
+    """Yields ``restore()``, which puts back what running the model or the program changed: every
+    tensor of the model and of the program's state (in place, so aliases stay), and the modules'
+    plain attributes; called once more on leaving."""
     tensors = {id(t): t for t in _tensors_of(mod, ep)}
     saved = {key: t.detach().clone() for key, t in tensors.items()}
     modules = list(mod.modules()) if isinstance(mod, torch.nn.Module) else []
     attributes = [(m, dict(m.__dict__), {k: dict(getattr(m, k)) for k in _REGISTRIES}) for m in modules]
-    try:
-        yield
-    finally:
+
+    def restore():
         with torch.no_grad():
             for key, t in tensors.items():
-                if t.shape == saved[key].shape:
+                if (t.shape, t.dtype, t.device) == (saved[key].shape, saved[key].dtype, saved[key].device):
                     t.copy_(saved[key])
+                else:  # (``module.to(dtype)`` in a forward binds new data to the same tensor)
+                    t.data = saved[key].clone()
         for m, before, registries in attributes:
             m.__dict__.clear()
             m.__dict__.update(before)
             for k, entries in registries.items():  # the same dicts, their entries as they were
                 getattr(m, k).clear()
                 getattr(m, k).update(entries)
+
+    try:
+        yield restore
+    finally:
+        restore()
 
 
 def _tensors_of(mod, ep):
