@@ -15,7 +15,6 @@ program's state (buffers, parameters, plain attributes) are put back after each 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import re
 import warnings
 
@@ -25,6 +24,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._sympy.numbers import int_oo
 
 from ..errors import UnbranchError
+from .failures import named_dims
 from .quiet import quiet
 from .report import site_of
 
@@ -67,7 +67,9 @@ def problems(ep, mod, args, kwargs=None, dynamic_shapes=None) -> tuple[list[str]
     wrong, narrowed = list(_unrunnable(ep)), []
     program = ep.module()
     with _kept(mod, ep) as restore, quiet(warnings_too=True):
-        others = _other_sizes(ep, leaves, _named(mod, args, kwargs, dynamic_shapes))
+        # (a named Dim's own bounds are what was asked: a program stating them is no narrower)
+        named = {id(tensor) for _, tensor, _, _ in named_dims(mod, args, kwargs, dynamic_shapes)}
+        others = _other_sizes(ep, leaves, named)
         for label, sizes in [("the example inputs", {}), *others]:
             inputs = rebuild(_resized(leaves, sizes)) if sizes else (args, kwargs)
             mine, theirs = _copied(inputs), _copied(inputs)  # (each run changes its own, compared after)
@@ -176,35 +178,6 @@ def _user_inputs(ep, args, kwargs):
         kwargs = {k: kwargs[k] for k in keys}
     leaves, flat_spec = pytree.tree_flatten((tuple(args), kwargs))
     return leaves, lambda new: pytree.tree_unflatten(new, flat_spec)
-
-
-def _named(mod, args, kwargs, dynamic_shapes) -> set[int]:
-    """ids of the tensors some dimension of which ``dynamic_shapes`` gives a named ``Dim`` (its own
-    bounds: a program that states them is not narrower than asked)."""
-    if not dynamic_shapes:
-        return set()
-    try:
-        bound = inspect.signature(mod.forward).bind(*args, **kwargs).arguments
-    except (TypeError, ValueError, AttributeError):
-        return set()
-    specs = dynamic_shapes.items() if isinstance(dynamic_shapes, dict) else zip(bound, dynamic_shapes)
-    named = set()
-    for name, spec in specs:
-        for tensor, dims in _specs_of(bound.get(name), spec):
-            if any(isinstance(d, torch.export.Dim) for d in dims):
-                named.add(id(tensor))
-    return named
-
-
-def _specs_of(value, spec):
-    if isinstance(value, torch.Tensor):
-        yield value, list(spec.values()) if isinstance(spec, dict) else list(spec or ())
-    elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
-        for item, inner in zip(value, spec):
-            yield from _specs_of(item, inner)
-    elif isinstance(value, dict) and isinstance(spec, dict):
-        for key in spec.keys() & value.keys():
-            yield from _specs_of(value[key], spec[key])
 
 
 def _other_sizes(ep, leaves, named: set[int]):

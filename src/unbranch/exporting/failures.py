@@ -475,21 +475,27 @@ def narrowing(ep, asked: frozenset = frozenset()) -> list[str]:
 def asked_equal(mod, args, kwargs, dynamic_shapes) -> frozenset[str]:
     """The guards torch states for one named ``Dim`` given to several dimensions of the arguments
     (``L['a'].size()[0] == L['b'].size()[0]``), both ways round."""
+    leaves = [id(leaf) for leaf in torch.utils._pytree.tree_leaves((args, kwargs or {}))]
+    sharing: dict[str, list[str]] = {}
+    for source, tensor, i, dim in named_dims(mod, args, kwargs, dynamic_shapes):
+        # (non-strict export names an argument; strict export its place among the flattened inputs)
+        flat = [f"L['flat_args'][{leaves.index(id(tensor))}]"] if id(tensor) in leaves else []
+        sharing.setdefault(dim.__name__, []).extend(f"{s}.size()[{i}]" for s in (source, *flat))
+    return frozenset(f"{a} == {b}" for group in sharing.values() for a in group for b in group if a != b)
+
+
+def named_dims(mod, args, kwargs, dynamic_shapes):
+    """(source, tensor, dimension, Dim) of each named ``Dim`` ``dynamic_shapes`` gives a dimension of
+    the arguments of ``mod.forward`` (``L['x']``, ``L['x'][0]``...); nothing where they do not bind."""
     if not dynamic_shapes or not hasattr(mod, "forward"):
-        return frozenset()
+        return
     try:
         bound = inspect.signature(mod.forward).bind(*args, **(kwargs or {})).arguments
     except (TypeError, ValueError):
-        return frozenset()
-    leaves = [id(leaf) for leaf in torch.utils._pytree.tree_leaves((args, kwargs or {}))]
+        return
     specs = dynamic_shapes.items() if isinstance(dynamic_shapes, dict) else zip(bound, dynamic_shapes)
-    sharing: dict[str, list[str]] = {}
     for name, spec in specs:
-        for source, tensor, i, dim in _named_dims(f"L['{name}']", bound.get(name), spec):
-            # (non-strict export names an argument; strict export its place among the flattened inputs)
-            flat = [f"L['flat_args'][{leaves.index(id(tensor))}]"] if id(tensor) in leaves else []
-            sharing.setdefault(dim.__name__, []).extend(f"{s}.size()[{i}]" for s in (source, *flat))
-    return frozenset(f"{a} == {b}" for group in sharing.values() for a in group for b in group if a != b)
+        yield from _named_dims(f"L['{name}']", bound.get(name), spec)
 
 
 def _named_dims(source: str, value, spec):

@@ -19,7 +19,7 @@ def attribute(owner, name: str):
     try:
         return getattr(owner, name)
     except AttributeError:
-        return Unbound(f"{name}")
+        return Unbound(name)
 
 
 _MISSING = object()  # (an attribute the construct binds first)
@@ -35,7 +35,7 @@ def store_attribute(owner, name: str, value) -> None:
     have to hold a traced value on a module (a Python int counted under the condition comes out of
     the cond as a symbolic int; an attribute that is no buffer) is refused: the exported program
     would not keep it, and the traced value could stay on the module. An object that is no module
-    (an output's field, a hook's kwargs object) holds it as a local would.
+    (an output's field) holds it as a local would.
     """
     if isinstance(value, Unbound):
         return  # the construct did not bind it, and it did not exist before

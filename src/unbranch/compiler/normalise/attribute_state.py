@@ -55,6 +55,15 @@ def _sets_attribute(node, classifier) -> bool:
     return False
 
 
+def _handle_and_attribute(expr) -> tuple[str, str] | None:
+    """(handle, name) for ``handle.name`` (then any subscripts), ``name`` no view of a tensor."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.attr.value not in VIEW_ATTRIBUTES:
+        return expr.value.value, expr.attr.value
+    return None
+
+
 # an attribute (or a row of one) assigned, or a method changing something in place, somewhere in the text
 _WORD = r"\.\w+(?:\[[^\]\n]*\])?\s*(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=)|\.\w+_\("
 ATTRIBUTE = Kind("attribute", _WORD, (ast.If, ast.For, ast.While), _sets_attribute)
@@ -73,16 +82,8 @@ class _Attributes(cst.CSTVisitor):
 
     def _own(self, expr) -> str | None:
         """``name`` for ``self.name`` (then any subscripts), else None."""
-        while isinstance(expr, cst.Subscript):
-            expr = expr.value
-        if (
-            isinstance(expr, cst.Attribute)
-            and isinstance(expr.value, cst.Name)
-            and expr.value.value == self.owner
-            and expr.attr.value not in VIEW_ATTRIBUTES
-        ):
-            return expr.attr.value
-        return None
+        found = _handle_and_attribute(expr)
+        return found[1] if found is not None and found[0] == self.owner else None
 
     def used_otherwise(self) -> bool:
         """Is the handle itself used in the statement, not only its attributes?"""
@@ -349,11 +350,9 @@ class _Handles(cst.CSTVisitor):
             for element in expr.elements:
                 self._target(element.value)
             return
-        while isinstance(expr, cst.Subscript):
-            expr = expr.value
-        handle = isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
-        if handle and expr.attr.value not in VIEW_ATTRIBUTES and expr.value.value not in self.found:
-            self.found.append(expr.value.value)
+        found = _handle_and_attribute(expr)
+        if found is not None and found[0] not in self.found:
+            self.found.append(found[0])
 
     def visit_Assign(self, node):
         for t in node.targets:

@@ -71,23 +71,24 @@ class HookOutput(Pass):
         ),
     ]
 
+    def __init__(self, fn, ctx) -> None:
+        super().__init__(fn, ctx)
+        self.output = _output(fn)
+
     def leave_SimpleStatementLine(self, original, updated):
-        name = _output(self.fn)
-        if name is None or not any(isinstance(s, cst.Return) and _keeps(s) for s in updated.body):
+        if self.output is None or not any(isinstance(s, cst.Return) and _keeps(s) for s in updated.body):
             return updated
-        output = cst.Name(name)
+        output = cst.Name(self.output)
         kept = [s.with_changes(value=output) if isinstance(s, cst.Return) and _keeps(s) else s for s in updated.body]
         return updated.with_changes(body=kept)
 
     def leave_FunctionDef(self, original, updated):
-        name = _output(self.fn)
-        if original is not self.fn or name is None:
+        if original is not self.fn or self.output is None:
             return updated
         body = list(updated.body.body)
-        last = body[-1] if body else None
-        ends = isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], (cst.Return, cst.Raise))
-        if ends:
+        last = body[-1]
+        if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], (cst.Return, cst.Raise)):
             return updated
-        tail = cst.SimpleStatementLine([cst.Return(cst.Name(name))])
+        tail = cst.SimpleStatementLine([cst.Return(cst.Name(self.output))])
         self.ctx.origins.inherit(tail, last)
         return updated.with_changes(body=updated.body.with_changes(body=[*body, tail]))
