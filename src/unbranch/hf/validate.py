@@ -59,6 +59,7 @@ class Result:
     onnx: str = ""  # "" (not asked), "ok" or the exception of the ONNX conversion or run
     onnx_ops: dict = field(default_factory=dict)  # If / Loop / Scan -> count in the ONNX model
     onnx_diff: dict = field(default_factory=dict)  # inputs -> max |onnxruntime - eager| (per tensor)
+    onnx_then: dict = field(default_factory=dict)  # inputs -> how many top-level Ifs onnxruntime ran the then side of
     dropped_checks: list = field(default_factory=list)  # messages of the checks the ONNX model does not make
     dropped_assertions: int = 0  # and how many data-dependent assertions (torch._check, .item() ranges)
     stale: list = field(default_factory=list)  # catalogue entries for its classes that no longer apply (why)
@@ -293,16 +294,15 @@ def _run_exported(res: Result, diffs: dict, label: str, ep, eager, kwargs, expec
         res.run_errors.setdefault(label, error_line(e))
 
 
-def _compare(res: Result, cases: dict, plain, ep, report, onnx_export) -> None:
-    """Exported programs (and the ONNX model, given ``onnx_export``) against eager on every case."""
+def _compare(res: Result, cases: dict, plain, ep, report, onnx: tuple | None) -> None:
+    """Exported programs (and the ONNX model, given ``onnx``: the export's inputs, shapes and mode)
+    against eager on every case."""
     sessions = {}
-    if onnx_export is not None:
-        example, shapes, strict = onnx_export
-        model = cases["example"][0]
+    if onnx is not None:
+        model, flipped = cases["example"][0], cases.get("flipped weights", (None,))[0]
         sessions[id(model)] = _onnx_session(res, ep)
-        flipped = cases.get("flipped weights", (None,))[0]
         if flipped is not None and sessions[id(model)]:  # the ONNX optimiser folds weights: convert it too
-            sessions[id(flipped)] = _onnx_session(res, _unbranch_export(flipped, example, shapes, strict))
+            sessions[id(flipped)] = _onnx_session(res, _unbranch_export(flipped, *onnx))
     with torch.no_grad():
         for label, (eager, kwargs) in cases.items():
             expected = eager(**kwargs)
@@ -313,9 +313,8 @@ def _compare(res: Result, cases: dict, plain, ep, report, onnx_export) -> None:
             _run_exported(res, res.max_diff, label, ep, eager, kwargs, expected)
             if sessions.get(id(eager)):
                 try:
-                    res.onnx_diff[label] = max_diff(
-                        _run(sessions[id(eager)], kwargs), _tensors(expected), per_tensor=True
-                    )
+                    outputs, res.onnx_then[label] = _run(sessions[id(eager)], kwargs)
+                    res.onnx_diff[label] = max_diff(outputs, _tensors(expected), per_tensor=True)
                 except Exception as e:
                     res.onnx, sessions = error_line(e), {}
             with report.applied() if report is not None else contextlib.nullcontext(), observe_branches() as seen:
@@ -329,7 +328,8 @@ def _compare(res: Result, cases: dict, plain, ep, report, onnx_export) -> None:
 
 
 def _onnx_session(res: Result, ep):
-    """Convert ``ep`` with ``unbranch.onnx.export``; an onnxruntime session, or None (error in ``res``)."""
+    """Convert ``ep`` with ``unbranch.onnx.export``; an onnxruntime session whose outputs end with the
+    condition of every top-level If (which side onnxruntime takes), or None (error in ``res``)."""
     import warnings
 
     from .. import onnx as unbranch_onnx
@@ -341,6 +341,9 @@ def _onnx_session(res: Result, ep):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", unbranch_onnx.DroppedChecksWarning)  # recorded in res instead
             program = unbranch_onnx.export(ep, verbose=True)  # into the log validate captures (-v)
+        graph = program.model.graph
+        conditions, count = [node.inputs[0] for node in graph if node.op_type == "If"], len(graph.outputs)
+        graph.outputs.extend(c for c in dict.fromkeys(conditions) if not c.is_graph_output())
         session = onnxruntime.InferenceSession(
             program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"]
         )
@@ -350,12 +353,16 @@ def _onnx_session(res: Result, ep):
     res.onnx, res.onnx_ops = "ok", {}
     res.dropped_checks, assertions = unbranch_onnx.dropped_checks(ep)
     res.dropped_assertions = len(assertions)
-    for node in onnx_ir.traversal.RecursiveGraphIterator(program.model.graph):
+    for node in onnx_ir.traversal.RecursiveGraphIterator(graph):
         if node.op_type in ("If", "Loop", "Scan"):
             res.onnx_ops[node.op_type] = res.onnx_ops.get(node.op_type, 0) + 1
-    return session
+    return session, count, [c.name for c in conditions]
 
 
-def _run(session, kwargs: dict) -> list:
+def _run(onnx_session, kwargs: dict) -> tuple[list, int]:
+    """The model's outputs in onnxruntime, and how many top-level Ifs took their then side."""
+    session, count, conditions = onnx_session
     feeds = {i.name: kwargs[i.name].numpy() for i in session.get_inputs()}
-    return [torch.from_numpy(o) for o in session.run(None, feeds)]
+    outputs = session.run(None, feeds)
+    taken = dict(zip((o.name for o in session.get_outputs()), outputs))
+    return [torch.from_numpy(o) for o in outputs[:count]], sum(bool(taken[name]) for name in conditions)
