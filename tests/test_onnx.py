@@ -153,11 +153,9 @@ def test_float16_overflow_in_onnxruntime(fix):
 def if_conditions(program_model, session_inputs: dict) -> list[bool]:
     """The condition of every top-level ONNX If, when onnxruntime runs ``session_inputs``."""
     model = onnx_ir.from_proto(onnx_ir.to_proto(program_model))  # a copy to add outputs to
-    conditions = [n.inputs[0] for n in model.graph if n.op_type == "If"]
-    model.graph.outputs.extend(c for c in conditions if not c.is_graph_output())
+    conditions = unbranch.onnx.if_conditions_as_outputs(model)
     session = onnxruntime.InferenceSession(onnx_ir.to_proto(model).SerializeToString())
-    outputs = session.run([c.name for c in conditions], session_inputs)
-    return [bool(o) for o in outputs]
+    return [bool(o) for o in session.run(conditions, session_inputs)]
 
 
 @pytest.mark.slow

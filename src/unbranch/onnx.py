@@ -145,6 +145,15 @@ def fix_float16_for_onnxruntime(model) -> int:
     return changed
 
 
+def if_conditions_as_outputs(model) -> list[str]:
+    """Add the condition of every top-level ``If`` of ``model`` (an ``onnx_ir.Model``, changed in
+    place) to its outputs, after the model's own; the conditions' names, one per If in graph order:
+    what onnxruntime returns for them says which side each If took."""
+    conditions = [node.inputs[0] for node in model.graph if node.op_type == "If"]
+    model.graph.outputs.extend(c for c in dict.fromkeys(conditions) if not c.is_graph_output())
+    return [c.name for c in conditions]
+
+
 def _is_float16_cast(value) -> bool:
     import onnx_ir as ir
 

@@ -341,9 +341,8 @@ def _onnx_session(res: Result, ep):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", unbranch_onnx.DroppedChecksWarning)  # recorded in res instead
             program = unbranch_onnx.export(ep, verbose=True)  # into the log validate captures (-v)
-        graph = program.model.graph
-        conditions, count = [node.inputs[0] for node in graph if node.op_type == "If"], len(graph.outputs)
-        graph.outputs.extend(c for c in dict.fromkeys(conditions) if not c.is_graph_output())
+        count = len(program.model.graph.outputs)
+        conditions = unbranch_onnx.if_conditions_as_outputs(program.model)
         session = onnxruntime.InferenceSession(
             program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"]
         )
@@ -353,10 +352,10 @@ def _onnx_session(res: Result, ep):
     res.onnx, res.onnx_ops = "ok", {}
     res.dropped_checks, assertions = unbranch_onnx.dropped_checks(ep)
     res.dropped_assertions = len(assertions)
-    for node in onnx_ir.traversal.RecursiveGraphIterator(graph):
+    for node in onnx_ir.traversal.RecursiveGraphIterator(program.model.graph):
         if node.op_type in ("If", "Loop", "Scan"):
             res.onnx_ops[node.op_type] = res.onnx_ops.get(node.op_type, 0) + 1
-    return session, count, [c.name for c in conditions]
+    return session, count, conditions
 
 
 def _run(onnx_session, kwargs: dict) -> tuple[list, int]:
