@@ -90,6 +90,26 @@ def test_a_check_onnx_cannot_keep_is_reported():
     assert torch.equal(run(bad)[0], bad.cumsum(0))  # what the warning says: ONNX returns values instead
 
 
+class CheckedCount(torch.nn.Module):
+    def forward(self, x):
+        n = (x > 0).sum().item()
+        torch._check(n <= x.shape[0] * x.shape[1])  # a check on data: an _assert_scalar ONNX cannot keep
+        return x * n
+
+
+def test_data_dependent_assertions_onnx_cannot_keep_are_counted():
+    model = CheckedCount()
+    ep = export_rewritten(model, (torch.randn(3, 4),), strict=False, dynamic_shapes=DYN0)
+    count = len(unbranch.onnx.dropped_checks(ep)[1])
+    assert count >= 1
+    with pytest.warns(unbranch.onnx.DroppedChecksWarning, match=f"Checks: none; data-dependent assertions: {count}$"):
+        program = unbranch.onnx.export(ep)
+    x = torch.randn(5, 4)
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString())
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+    torch.testing.assert_close(torch.from_numpy(got), model(x))  # another size than the example's
+
+
 def test_no_warning_without_checks():
     with warnings.catch_warnings():
         warnings.simplefilter("error", unbranch.onnx.DroppedChecksWarning)
