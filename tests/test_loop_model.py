@@ -354,3 +354,49 @@ def test_loops_a_break_stops_on_data(strict):
                 assert int(got[1]) == want[1]
             else:
                 assert_same(got, want)
+
+
+class RowAtBreak(torch.nn.Module):
+    """The loop variables (index and row) read after a loop over rows a break on data may stop."""
+
+    def forward(self, x):
+        acc = torch.zeros(x.shape[1])
+        for i, row in enumerate(x.unbind(0)):  # noqa: B007 (read after the loop)
+            acc = acc + row * 0.5
+            if (row > 0).all():
+                break
+        return acc, row * 2, i
+
+
+class ReturnsRow(torch.nn.Module):
+    """A return inside the loop reading the row it stopped at and an int counter; the row after the loop."""
+
+    def forward(self, x):
+        acc = torch.zeros(x.shape[1])
+        n = 0
+        for row in x:
+            if row.sum() > 0:
+                return acc * 2, row * n
+            acc = acc + row * 0.5
+            n += 1
+        return acc, row * n
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize("model", [RowAtBreak(), ReturnsRow()], ids=["break", "return"])
+def test_loop_variables_after_a_break_over_a_dynamic_count(model, strict):
+    """Each step records where it is; after the loop the variables are those of the step that stopped it
+    (the first, a middle one, the last), carried by the loop op, in both export modes."""
+    example = (_rows(5, 2),)
+    ep = unbranch.export(model, example, dynamic_shapes=all_dynamic(example), strict=strict)
+    for x in (_rows(5, 0), _rows(7, 3), _rows(6, None), _rows(3, 2), _rows(4, None)[:, :2]):
+        got, want = ep.module()(x), model(x)
+        assert_same(got[:2], want[:2])
+        if len(want) == 3:
+            assert int(got[2]) == want[2]
+    x = _rows(4, 1)
+    want = model(x)
+    with unbranch.torch_export_rewrite(rewrite=[type(model).forward]):
+        assert_same(model(x), want)
+        with pytest.raises(UnboundLocalError):
+            model(torch.zeros(0, 3))  # (no step: Python leaves the variables unbound)

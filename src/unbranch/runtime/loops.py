@@ -229,8 +229,11 @@ def _shaped_like(like, item):
     only the shape, dtype and device are read, so the program reads no row an empty loop lacks)."""
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
-    with disable_proxy_modes_tracing(), torch._C.DisableTorchFunction():
+    if torch.compiler.is_dynamo_compiling():  # (dynamo records the call; only its kind is used, the rest is dead)
         value = like(*(item() if callable(item) else item))
+    else:
+        with disable_proxy_modes_tracing(), torch._C.DisableTorchFunction():
+            value = like(*(item() if callable(item) else item))
     if not isinstance(value, torch.Tensor):
         return value
     return torch.zeros(value.shape, dtype=value.dtype, device=value.device)
@@ -736,9 +739,9 @@ def for_each(
     traced = len(lengths) == len(sources) and _symbolic(*lengths)
     initial = tuple(carry)
     if traced:
-        if not torch.compiler.is_dynamo_compiling():  # (a length dynamo shows as an int may be static)
-            carry = _bound_markers(carry, lambda: _first_items(sources, enumerated))  # (a Python loop would fix it)
-        literals = (*literals, *_numbers(carry))
+        carry = _bound_markers(carry, lambda: _first_items(sources, enumerated))  # (a Python loop would fix it)
+        # (a break's flag: the steps are a loop op, each with its cond on the flag, or a cond each)
+        literals = (*literals, *_numbers(carry, decided=bool(stops)))
         carry, body = _with_flags(carry, body, literals, count + m, accelerator(carry, sources))
     traced = traced and _all_tensors(carry)
     if not traced:
@@ -749,8 +752,9 @@ def for_each(
         for item in items:
             args = item if (zipped or enumerated is not None) else (item,)
             state = _append(_as_tuple(body(*args, *state), count + m), count, appends)
-            if any(state[k] for k in stops):
-                break
+            flags = [settled(state[k]) for k in stops]
+            if any(f is True if tracing() else f for f in flags):
+                break  # (traced, a flag from data guards the remaining steps: they do nothing once it is set)
         return _from_tuple((*state, *appends))
     if any(_data_dependent(n) for n in lengths):
         _refuse_data_dependent("for loop")

@@ -21,8 +21,10 @@ condition sets them; ``_ub.flag`` tensors where a cond or a converted loop must 
 on every path. Done only where it helps:
 in a loop the rules convert, or for a jump under a dispatched ``if``. A ``break`` in a
 ``for`` over any other iterable (a generator must not be advanced further) or inside
-``try``/``match`` stays Python, as does a ``for`` whose variable is read after a ``break``.
-A loop's ``else`` runs after it under ``if not brk:``.
+``try``/``match`` stays Python. A ``for`` whose variables are read after a ``break`` (or by a
+``return``'s value) records them at each step that runs (``row_at = row``): after the loop they are
+the stopped step's, carried by a loop op (zeros of the item's kind until a step runs). A loop's
+``else`` runs after it under ``if not brk:``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ..analysis.classify import SHAPE, TENSOR
 from ..analysis.liveness import orelse_body
 from ..analysis.names import OwnScope, block_writes, expr_reads, target_names
 from ..analysis.walk import read
+from ..lower.build import keyword
 from ..lower.predicates import runtime_predicate
 from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
@@ -229,15 +232,41 @@ class _Lowering:
         return [_with_orelse(new, new_orelse)], kinds | more
 
 
-def _unset(name: str, iterable, ctx) -> cst.Call:
+def _unset(name: str, loop: cst.For, ctx) -> cst.Call:
     """``_ub.unbound('i'[, start])``: a loop variable no step has bound yet; over a ``range``, its start
-    while torch traces (an int, as every step's value is)."""
+    while torch traces (an int, as every step's value is); over anything else, ``like`` the item's
+    own (``lambda i, row: row``), which a loop op carries in as zeros of its kind."""
     args = [cst.SimpleString(repr(name))]
+    iterable = loop.iter
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
         plain = [a for a in iterable.args if a.keyword is None and not a.star]
         if len(plain) == len(iterable.args):
             args.append(plain[0].value if len(plain) > 1 else cst.Integer("0"))
-    return ctx.runtime_call("unbound", *args)
+        return ctx.runtime_call("unbound", *args)
+    params = cst.Parameters([cst.Param(cst.Name(n)) for n in _target_list(loop.target)])
+    return ctx.runtime_call("unbound", *args).with_changes(
+        args=[cst.Arg(args[0]), keyword("like", cst.Lambda(params, cst.Name(name)))]
+    )
+
+
+def _target_list(target) -> list[str] | None:
+    """The loop's variables in order (``row``; ``i, row``), None for other targets (``x[0]``, nested)."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)) and all(isinstance(e.value, cst.Name) for e in target.elements):
+        return [e.value.value for e in target.elements]
+    return None
+
+
+class _ReturnReads(OwnScope, cst.CSTVisitor):
+    """The names the values of the loop body's ``return`` statements read (nested loops' too)."""
+
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def visit_Return(self, node) -> None:
+        if node.value is not None:
+            self.names |= expr_reads(node.value)
 
 
 def _with_orelse(node: cst.If, orelse) -> cst.If:
@@ -371,6 +400,28 @@ class JumpFlags(Pass):
                 return x
             """,
         ),
+        Rewrite(  # the return reads the loop variable: each step records it, the return reads the stopped one
+            """
+            def forward(self, x):
+                for i in range(4):
+                    if x[i].sum() > 0:
+                        return x[i] * i
+                return x[0]
+            """,
+            """
+            def forward(self, x):
+                ret = _ub.flag(False)
+                i_at = _ub.unbound('i', 0)
+                for i in range(4):
+                    if not ret:
+                        i_at = i
+                        ret = _ub.flag(x[i].sum() > 0)
+                i = i_at
+                if ret:
+                    return x[i] * i
+                return x[0]
+            """,
+        ),
         Rewrite(
             """
             def forward(self, x):
@@ -465,16 +516,21 @@ class JumpFlags(Pass):
         if not found.kinds or not (found.under_dispatched or ctx.is_candidate_loop(original)):
             return updated
         stops = found.kinds & set(STOPS)
-        kept = None  # (the loop's variable, the name holding it at the step a break stopped at)
+        kept = []  # (a loop variable, the name holding it at the step a break or return stopped at)
         if stops:
             if isinstance(updated, cst.For):
                 if not _guardable_for(updated, ctx):
                     return updated  # a generator must not be advanced after the break
-                live = self.facts.live_out.get(original, set())
-                if target_names(updated.target) & live:
-                    if not isinstance(updated.target, cst.Name):
+                returned = _ReturnReads()
+                for s in body:
+                    read(s, returned)
+                # read after the loop, or by a return's value (computed after the loop, from these)
+                needed = target_names(updated.target) & (self.facts.live_out.get(original, set()) | returned.names)
+                if needed:
+                    targets = _target_list(updated.target)
+                    if targets is None:
                         return updated  # after a break the variables hold the step it stopped at
-                    kept = (updated.target.value, ctx.namer.new(f"{updated.target.value}_at"))
+                    kept = [(n, ctx.namer.new(f"{n}_at")) for n in targets if n in needed]
         names = {BREAK: "brk", CONTINUE: "cont", RETURN: "ret"}
         flags = {k: ctx.namer.new(names[k]) for k in sorted(found.kinds)}
         # ``while True:`` that a jump under a dispatched if stops: a loop on that flag (a while_loop)
@@ -493,7 +549,7 @@ class JumpFlags(Pass):
             return updated
         after = []
         for name, value in lowering.returned:
-            if isinstance(updated, cst.For) and target_names(updated.target) & expr_reads(value) and not kept:
+            if isinstance(updated, cst.For) and target_names(updated.target) & expr_reads(value) - {n for n, _ in kept}:
                 return updated  # the loop variable moves on after the return: read too late
             returns = cst.SimpleStatementLine([cst.Return(value)])
             after.append(cst.If(cst.Name(name), cst.IndentedBlock([returns])))
@@ -521,12 +577,12 @@ class JumpFlags(Pass):
                 test = cst.BooleanOperation(cst.UnaryOperation(cst.Not(), stopped), cst.And(), updated.test)
                 new = new.with_changes(test=runtime_predicate(test, ctx))
             else:
-                if kept:  # each step that runs records where it is; after the loop the variable is that step's
-                    new_body = [_assign(kept[1], cst.Name(kept[0])), *new_body]
-                    bound = kept[0] in self.facts.before(original)  # (else Python leaves it unbound: a marker)
-                    unset = cst.Name(kept[0]) if bound else _unset(kept[0], updated.iter, ctx)
-                    before.append(_assign(kept[1], unset))
-                    after.insert(0, _assign(kept[0], cst.Name(kept[1])))
+                # each step that runs records where it is; after the loop the variables are that step's
+                new_body = [*(_assign(at, cst.Name(name)) for name, at in kept), *new_body]
+                for k, (name, at) in enumerate(kept):
+                    bound = name in self.facts.before(original)  # (else Python leaves it unbound: a marker)
+                    before.append(_assign(at, cst.Name(name) if bound else _unset(name, updated, ctx)))
+                    after.insert(k, _assign(name, cst.Name(at)))
                 guard = cst.If(cst.UnaryOperation(cst.Not(), stopped), cst.IndentedBlock(new_body))
                 new_body = [guard]
                 ctx.run.stop_flags.update(names)
