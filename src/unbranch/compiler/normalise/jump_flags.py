@@ -528,9 +528,13 @@ class JumpFlags(Pass):
                 needed = target_names(updated.target) & (self.facts.live_out.get(original, set()) | returned.names)
                 if needed:
                     targets = _target_list(updated.target)
-                    if targets is None:
+                    # recorded after the body's last rebinding of them (RowEffects' ``row = x[i]``), where
+                    # no jump comes before it: from there to the jump the step leaves them as they are
+                    start = max((k + 1 for k, st in enumerate(body) if needed & block_writes([st])), default=0)
+                    if targets is None or _jumps(body[:start], ctx).kinds or needed & block_writes(body[start:]):
                         return updated  # after a break the variables hold the step it stopped at
                     kept = [(n, ctx.namer.new(f"{n}_at")) for n in targets if n in needed]
+                    body[start:start] = [_assign(at, cst.Name(name)) for name, at in kept]
         names = {BREAK: "brk", CONTINUE: "cont", RETURN: "ret"}
         flags = {k: ctx.namer.new(names[k]) for k in sorted(found.kinds)}
         # ``while True:`` that a jump under a dispatched if stops: a loop on that flag (a while_loop)
@@ -578,7 +582,6 @@ class JumpFlags(Pass):
                 new = new.with_changes(test=runtime_predicate(test, ctx))
             else:
                 # each step that runs records where it is; after the loop the variables are that step's
-                new_body = [*(_assign(at, cst.Name(name)) for name, at in kept), *new_body]
                 for k, (name, at) in enumerate(kept):
                     bound = name in self.facts.before(original)  # (else Python leaves it unbound: a marker)
                     before.append(_assign(at, cst.Name(name) if bound else _unset(name, updated, ctx)))

@@ -152,7 +152,7 @@ class RowEffects(Pass):
 
     def leave_For(self, original, updated):
         ctx = self.ctx
-        if not ctx.is_candidate_loop(original) or updated.orelse is not None:
+        if not ctx.is_candidate_loop(original):  # (an ``else`` runs after the loop: the steps are the same)
             return updated
         target, it = updated.target, updated.iter
         index = None
