@@ -170,3 +170,57 @@ def test_eager_inside_the_context_is_unchanged():
             for x in _inputs():
                 assert_same(rewritten(x), plain(x))
         assert_same(dict(rewritten.named_buffers()), dict(plain.named_buffers()))
+
+
+class ActNorm(torch.nn.Module):
+    """Glow's ActNorm: the first batch sets the parameters through ``.data`` (a buffer flags it done)."""
+
+    def __init__(self):
+        super().__init__()
+        self.loc = torch.nn.Parameter(torch.zeros(3))
+        self.log_scale = torch.nn.Parameter(torch.zeros(3))
+        self.register_buffer("initted", torch.tensor(False))
+
+    def forward(self, x):
+        if not self.initted:
+            self.loc.data.copy_(-x.mean(0))
+            self.log_scale.data.copy_(-torch.log(x.std(0) + 1e-6))
+            self.initted.fill_(True)
+        return (x + self.loc) * self.log_scale.exp()
+
+
+class ClampOnOverflow(torch.nn.Module):
+    """Weights clamped in place where they overflow (``w.data.clamp_``), a scale halved under
+    ``torch.no_grad()`` where the input is large: parameters changed under tests on data."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.w = torch.nn.Parameter(torch.randn(3, 3) * 2)
+        self.scale = torch.nn.Parameter(torch.ones(()))
+
+    def forward(self, x):
+        if self.w.abs().max() > 1.0:
+            self.w.data.clamp_(-1.0, 1.0)
+        if x.abs().max() > 8:
+            with torch.no_grad():
+                self.scale.mul_(0.5)
+        return x @ self.w * self.scale
+
+
+@pytest.mark.parametrize("strict", MODES)
+@pytest.mark.parametrize("model_class", [ActNorm, ClampOnOverflow])
+def test_parameters_changed_through_data_or_without_grad(model_class, strict):
+    """The program changes its parameters as eager does, call after call (each test takes both sides
+    over the inputs: the first call initialises or clamps, the later ones do not)."""
+    example = torch.randn(4, 3)
+    ep = unbranch.export(model_class(), (example,), dynamic_shapes=DYNAMIC, strict=strict)
+    program, eager = ep.module(), model_class()
+    for x in _inputs():
+        assert_same(program(x), eager(x))
+        for name, value in eager.named_parameters():
+            assert_same(dict(program.named_parameters())[name], value)
+        for name, value in eager.named_buffers():
+            assert_same(dict(program.named_buffers())[name], value)
+    if model_class is ClampOnOverflow:
+        assert 0 < float(eager.scale) < 1  # (halved on some inputs only)

@@ -158,6 +158,17 @@ def fresh_outputs(values, inputs):
     return pytree.tree_map_only(torch.Tensor, fresh, values)
 
 
+def copy_into(target: torch.Tensor, value) -> None:
+    """``target.copy_(value)``: a branch's or loop's change written back into the tensor it changed. Into
+    a parameter (a leaf that requires grad) without grad, as eager's change was made (through ``.data``
+    or under ``torch.no_grad()``: autograd refuses any other)."""
+    if target.is_leaf and target.requires_grad:
+        with torch.no_grad():
+            target.copy_(value)
+    else:
+        target.copy_(value)
+
+
 def fail(message: str, construct: str, cause: BaseException | None = None):
     """Raise the project's error (``cause`` chained). Under dynamo (strict export) an exception raised
     here would be the traced code's own, which a ``try`` around the construct catches, exporting the

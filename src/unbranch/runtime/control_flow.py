@@ -22,6 +22,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statica
 from torch.utils import _pytree as pytree
 
 from ._tracing import (
+    copy_into,
     fail,
     fresh_outputs,
     is_symbolic,
@@ -445,14 +446,14 @@ def _cond(pred, then_fn, else_fn, operands, mutated, kept=(), literals=(), in_pl
     if writable:  # (indexing, not loop variables: see the note in ``branch``)
         out, written = out
         for n, k in enumerate(writable):
-            tensors[k].copy_(written[n])
+            copy_into(tensors[k], written[n])
     if containers:
         out, entries = out
         for k, new in zip(containers, entries):
             old_leaves, new_leaves = pytree.tree_leaves(operands[k]), pytree.tree_leaves(new)
             if k in in_place and len(old_leaves) == len(new_leaves):
                 for old, value in zip(old_leaves, new_leaves):
-                    old.copy_(value)  # (the same tensors, as Python's in-place change leaves them)
+                    copy_into(old, value)  # (the same tensors, as Python's in-place change leaves them)
                 continue
             if isinstance(operands[k], dict):
                 operands[k].clear()

@@ -36,6 +36,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils import _pytree as pytree
 
 from ._tracing import (
+    copy_into,
     fail,
     fresh_outputs,
     is_symbolic,
@@ -264,7 +265,7 @@ def _write_back(carry, final, mutated, kept) -> tuple:
     final = list(final)
     for k in mutated:
         if isinstance(carry[k], torch.Tensor):
-            carry[k].copy_(final[k])
+            copy_into(carry[k], final[k])
         elif isinstance(carry[k], dict):
             carry[k].clear()
             carry[k].update(final[k])

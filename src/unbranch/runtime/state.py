@@ -10,7 +10,7 @@ from ._tracing import fail, origin_of_caller, tracing
 from .unbound_names import Unbound
 
 # the operators rewritten code calls as ``_ub.<name>``
-__all__ = ["attribute", "store_attribute"]
+__all__ = ["attribute", "data", "store_attribute"]
 
 
 def attribute(owner, name: str):
@@ -20,6 +20,14 @@ def attribute(owner, name: str):
         return getattr(owner, name)
     except AttributeError:
         return Unbound(name)
+
+
+def data(tensor):
+    """``tensor.data`` of an attribute a converted construct changes (``self.loc.data.copy_(m)``, ActNorm's
+    first-batch init): eagerly exactly that; while torch traces, ``tensor.detach()``, the same storage
+    without autograd, whose in-place changes the trace records (a ``.data`` tensor escapes it: the
+    program then fails, mixing fake modes, measured torch 2.13)."""
+    return tensor.detach() if tracing() else tensor.data
 
 
 _MISSING = object()  # (an attribute the construct binds first)

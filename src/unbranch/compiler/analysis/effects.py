@@ -98,8 +98,8 @@ def alias_roots(expr) -> set[str]:
         f = expr.func
         if isinstance(f, cst.Attribute):
             method = f.attr.value
-            if _runtime(f.value):  # (``_ub.select(items, i)``: an item itself)
-                return alias_roots(expr.args[0].value) if method == "select" and expr.args else set()
+            if _runtime(f.value):  # (``_ub.select(items, i)``: an item itself; ``_ub.data(w)``: w's tensor)
+                return alias_roots(expr.args[0].value) if method in ("select", "data") and expr.args else set()
             if _root(f) == "torch":
                 return alias_roots(expr.args[0].value) if method in VIEW_FUNCTIONS and expr.args else set()
             if method in VIEW_METHODS or in_place(method):

@@ -16,8 +16,10 @@ The handle is any name the construct does not bind: ``self``, a hook's ``module`
 (``module.peak.copy_(m)``), an output object (``out.loss = l``). Only where every use of its
 attributes in the construct is through the local: not read in a nested function or lambda,
 the handle never rebound there, no ``del``; and a handle other than ``self`` not used there
-in another way (``f(out)`` would see the attribute as it was). A view attribute (``w.data``)
-is the tensor itself, changed in place like a local.
+in another way (``f(out)`` would see the attribute as it was). A change through a view
+(``self.w.T``, ``self.loc.data.copy_(m)``) is one of the attribute's tensor; ``self.w.data`` becomes
+``_ub.data(self_w)``, which is ``.data`` eagerly and ``detach()`` under export (a ``.data`` tensor
+escapes the trace). The change is written back into a parameter without grad, as eager made it.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from ..passes import IF, LOOP, Kind, Pass, Rewrite, Unchanged
 
 
 def _handle_attribute(expr) -> bool:
-    """``handle.name`` (then any subscripts), ``name`` no view of a tensor."""
-    while isinstance(expr, ast.Subscript):
+    """``handle.name`` (then any subscripts or views: ``.data``), ``name`` no view of a tensor."""
+    while isinstance(expr, ast.Subscript) or (isinstance(expr, ast.Attribute) and expr.attr in VIEW_ATTRIBUTES):
         expr = expr.value
     return isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.attr not in VIEW_ATTRIBUTES
 
@@ -56,8 +58,9 @@ def _sets_attribute(node, classifier) -> bool:
 
 
 def _handle_and_attribute(expr) -> tuple[str, str] | None:
-    """(handle, name) for ``handle.name`` (then any subscripts), ``name`` no view of a tensor."""
-    while isinstance(expr, cst.Subscript):
+    """(handle, name) for ``handle.name`` (then any subscripts or views: ``self.w.data``), ``name`` no view
+    of a tensor: a change through the view is one of the attribute's tensor."""
+    while isinstance(expr, cst.Subscript) or (isinstance(expr, cst.Attribute) and expr.attr.value in VIEW_ATTRIBUTES):
         expr = expr.value
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.attr.value not in VIEW_ATTRIBUTES:
         return expr.value.value, expr.attr.value
@@ -152,16 +155,20 @@ class _Attributes(cst.CSTVisitor):
 
 
 class _Local(cst.CSTTransformer):
-    """``self.name`` -> the local, for the attributes given."""
+    """``self.name`` -> the local, for the attributes given; ``self.name.data`` -> ``_ub.data(local)``."""
 
-    def __init__(self, owner: str, names: dict[str, str]):
-        self.owner, self.names = owner, names
+    def __init__(self, owner: str, names: dict[str, str], runtime: str):
+        self.owner, self.names, self.runtime = owner, names, runtime
 
     def leave_Attribute(self, original, updated):
         if isinstance(updated.value, cst.Name) and updated.value.value == self.owner:
             local = self.names.get(updated.attr.value)
             if local is not None:
                 return cst.Name(local)
+        local = updated.value.value if isinstance(updated.value, cst.Name) else None
+        if updated.attr.value == "data" and isinstance(original.value, cst.Attribute) and local in self.names.values():
+            call = cst.Attribute(cst.Name(self.runtime), cst.Name("data"))
+            return cst.Call(call, [cst.Arg(updated.value)])
         return updated
 
 
@@ -230,6 +237,21 @@ class AttributeState(Pass):
                     out_loss = x.pow(2).mean()
                 _ub.store_attribute(out, "loss", out_loss)
                 return out
+            """,
+        ),
+        Rewrite(  # through ``.data`` (no autograd): eagerly the same, a ``detach()`` the trace records under export
+            """
+            def forward(self, x):
+                if x.abs().max() > 8:
+                    self.w.data.clamp_(-1.0, 1.0)
+                return x @ self.w
+            """,
+            """
+            def forward(self, x):
+                self_w = self.w
+                if x.abs().max() > 8:
+                    _ub.data(self_w).clamp_(-1.0, 1.0)
+                return x @ self.w
             """,
         ),
         Unchanged(  # the object itself is used in the construct: it would see the field as it was
@@ -304,7 +326,7 @@ class AttributeState(Pass):
             if found.blocked or not found.changed or (own and found.unread()) or (not own and found.used_otherwise()):
                 continue
             names = {attr: self.ctx.namer.new(f"{owner}_{attr}") for attr in found.changed}
-            updated = transform(updated, _Local(owner, names))
+            updated = transform(updated, _Local(owner, names, self.ctx.runtime))
             first = found.unread()  # (another object's field bound first here: it may not exist before)
             before += [
                 cst.SimpleStatementLine(
