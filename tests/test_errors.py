@@ -345,3 +345,27 @@ def test_a_call_torch_cannot_trace_in_a_branch_is_named(strict):
         export_rewritten(NoisyBranch(), (torch.randn(3, 4),), strict)
     assert caught.value.path.endswith("test_errors.py") and caught.value.line in lines
     assert "FakeTensor" not in str(caught.value) and "call_function" not in str(caught.value)
+
+
+class RowsOfAGenerator(torch.nn.Module):
+    """A generator method yielding rows over a dynamic count (unbranch rewrites no generator)."""
+
+    def rows(self, x):
+        for r in x.unbind(0):
+            yield r * 2
+
+    def forward(self, x):
+        acc = torch.zeros(x.shape[1])
+        for r in self.rows(x):
+            if r.sum() > 0:
+                acc = acc + r
+        return acc
+
+
+def test_refusal_inside_rewritten_code_names_the_users_file_and_line():
+    """The error names the line in the user's file (not the rewritten code's) and says why."""
+    with pytest.raises(UnbranchError) as info:
+        unbranch.export(RowsOfAGenerator(), (torch.randn(5, 3),), dynamic_shapes=({0: torch.export.Dim.DYNAMIC},))
+    err = info.value
+    assert err.path == __file__ and err.line == line_of(RowsOfAGenerator.rows, "for r in x.unbind(0)")
+    assert "unbranch:" not in str(err) and "generators and coroutines are not supported" in str(err)

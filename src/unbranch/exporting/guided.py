@@ -607,10 +607,13 @@ class Guide:
         )
         if not attempt.sites:
             return UnbranchError(f"{head}; torch's error names no Python function of yours", construct="export")
-        lines = [
-            f"  {s.where} in {s.name}(): {s.text or '?'}{caught(s)}  -- {attempt.why.get(s.where, '?')}"
-            for s in attempt.sites
-        ]
+        lines = []
+        for s in attempt.sites:
+            why = attempt.why.get(s.where, "?")
+            original = source_map.lookup(s.path, s.line) if s.path.startswith(GENERATED) else None
+            if original:  # (a line of rewritten code no rewrite took back: the line it stands for)
+                s.path, s.line = original
+            lines.append(f"  {s.where} in {s.name}(): {s.text or '?'}{caught(s)}  -- {why}")
         first = attempt.sites[0]
         return UnbranchError("\n".join([head, *lines]), first.path, first.line, "data-dependent control flow")
 
