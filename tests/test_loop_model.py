@@ -276,6 +276,25 @@ def test_next_of_a_filtered_generator_over_rows(strict):
         ep.module()(_rows(4, None))
 
 
+class FirstIndex(torch.nn.Module):
+    """``next`` over the indices of a dynamic count, a size for a default (sequence trimming at an end token)."""
+
+    def forward(self, s):
+        end = next((i for i in range(s.shape[0]) if s[i] == 2), s.shape[0])
+        return s * end, end
+
+
+@pytest.mark.parametrize("strict", MODES)
+def test_next_of_indices_with_a_default(strict):
+    model = FirstIndex()
+    example = (torch.tensor([3, 2, 1]),)
+    ep = unbranch.export(model, example, dynamic_shapes=all_dynamic(example), strict=strict)
+    for s in (torch.tensor([2, 5, 1, 1]), torch.tensor([1, 1, 1, 1, 2]), torch.tensor([1, 7, 1, 1, 1, 3])):
+        got, want = ep.module()(s), model(s)
+        assert_same(got[0], want[0])
+        assert int(got[1]) == want[1]  # (the first index, then the default where no item passes)
+
+
 class HalvingSteps(torch.nn.Module):
     """A ``while`` on data carrying an int counter and a float that changes; a scan carrying a float."""
 

@@ -72,6 +72,9 @@ class Run:
     # flags it made for a break (or return) in a for loop whose whole body they guard: once one is
     # set, the loop's remaining steps do nothing, and an eager run may stop (the loops' ``stops``)
     stop_flags: set = field(default_factory=set)
+    # every flag it made as a ``_ub.flag`` (a tensor wherever data set it): under strict export a flag
+    # set from Python stays a bool, which a cond's outputs and a loop's carry take as a tensor (literals)
+    jump_flags: set = field(default_factory=set)
     helpers: dict = field(default_factory=dict)  # functions it wrote -> argument positions they change
     flags_tested: bool = False  # a construct it left as Python tests a name unbranch made (a jump flag)
 
@@ -81,6 +84,7 @@ class Run:
         self.generated |= other.generated
         self.kinds |= other.kinds
         self.stop_flags |= other.stop_flags
+        self.jump_flags |= other.jump_flags
         self.helpers.update(other.helpers)
         self.flags_tested = self.flags_tested or other.flags_tested
 
@@ -134,6 +138,7 @@ class Context:
     one_sided: bool = False  # also an if on values may keep one side (else only one on sizes)
     named: bool = False  # torch's export named this function (Options.lengths): what may be data is data
     stop_flags: frozenset = frozenset()  # the passes' Run.stop_flags so far
+    jump_flags: frozenset = frozenset()  # ... and Run.jump_flags
     run: Run = field(default_factory=Run)  # the running pass's own (``for_pass``)
 
     def for_pass(self, generated=None) -> Context:
@@ -147,6 +152,7 @@ class Context:
             generated=self.generated | run.generated,
             kinds=kinds,
             stop_flags=self.stop_flags | run.stop_flags,
+            jump_flags=self.jump_flags | run.jump_flags,
             mutating_helpers=_with_written(self.mutating_helpers, run.helpers),
             run=Run(),
         )

@@ -40,6 +40,7 @@ __all__ = [
     "first",
     "float_",
     "in_",
+    "indices",
     "int_",
     "isclose",
     "isfinite",
@@ -158,9 +159,14 @@ def first(items, rows, value, *default):
     if not default:
         check(found, "StopIteration: no item of the generator given to next() passed its test")
     at = hits.to(torch.int64).argmax().reshape(1)  # (the first of the largest: the first true test)
+    if isinstance(rows, torch.Tensor) and rows.device != at.device:
+        at = at.to(rows.device)  # (``indices``' arange is made on the CPU)
     chosen = value(rows.index_select(0, at).squeeze(0))
     if not default:
         return chosen
+    if _scalar(default[0]) and isinstance(chosen, torch.Tensor) and chosen.dim() == 0:
+        # a number for a default, a 0-d row (an index): a 0-d tensor either way, as a loop's counter is
+        return torch.where(found, chosen, torch.full((), default[0], dtype=chosen.dtype, device=chosen.device))
     if not isinstance(default[0], torch.Tensor):
         fail(
             "next() of a generator filtered on data, with a default that is no tensor: data decides whether "
@@ -168,6 +174,16 @@ def first(items, rows, value, *default):
             "next",
         )
     return torch.where(found, chosen, default[0])
+
+
+def indices(*bounds):
+    """``range(*bounds)`` of ``next(i for i in range(n) if ...)``: while tracing, ``torch.arange`` (Python's
+    range needs ints: a symbolic size would be fixed to the example's)."""
+    return torch.arange(*bounds) if tracing() else range(*bounds)
+
+
+def _scalar(value) -> bool:
+    return isinstance(value, (int, float, torch.SymInt, torch.SymFloat)) and not isinstance(value, bool)
 
 
 def _rows_truth(items) -> torch.Tensor:

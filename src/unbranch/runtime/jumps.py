@@ -20,6 +20,11 @@ def flag(value=False) -> torch.Tensor:
     """
     if isinstance(value, torch.Tensor) or is_symbolic(value):  # (a SymBool from data: never guarded on)
         return truth_tensor(value)
+    if isinstance(value, bool) and torch.compiler.is_dynamo_compiling():
+        # (strict export: dynamo would know no value of the tensor, and the guard it sets would be a cond
+        # even where Python decided it, carrying what that step has not bound yet, ``prev = None``; the
+        # compiler lists the flags among the literals a cond gives and a loop carries as tensors)
+        return value
     return torch.tensor(bool(value))
 
 

@@ -465,19 +465,21 @@ def for_range(bounds, body, carry=(), mutated=(), kept=(), appends=(), rows=(), 
     n, m = len(carry), len(appends)
     device = None  # (eager loops take the plain path: the data's device only matters to the operators)
     initial = tuple(carry)
+    # a Python loop takes the flags as the steps give them (one Python decided is no tensor: see jumps.flag)
+    plain = (initial, body)
     if _symbolic(start, stop, step):
         device = accelerator(carry, reads)
         literals = (*literals, *_numbers(carry))
         carry, body = _with_flags(carry, body, literals, n + m, device)
-    plain = _is(start, 0) and _is(step, 1)
+    forwards = _is(start, 0) and _is(step, 1)
     # ``reversed(range(n))``, ``range(n - 1, -1, -1)``: the same steps as range(n), taken backwards
     backwards = _is(stop, -1) and _is(step, -1)
     steps = start + 1 if backwards else stop
-    scannable = (plain or backwards) and not isinstance(steps, torch.Tensor) and not _data_dependent(steps)
+    scannable = (forwards or backwards) and not isinstance(steps, torch.Tensor) and not _data_dependent(steps)
     if not torch.compiler.is_dynamo_compiling() and _symbolic(start, stop, step):
         carry = _bound_markers(carry, (start,))  # (a Python loop over a symbolic count would fix it)
     if not (_symbolic(start, stop, step) and _all_tensors(carry)) or (m and not scannable):
-        state, step_body = tuple(carry), _unread(body, len(reads))
+        state, step_body = plain[0], _unread(plain[1], len(reads))
         steps = range(start, stop, step)
         looped = False  # (a while_loop for the remaining steps was tried)
         for i in steps:
@@ -739,8 +741,10 @@ def for_each(
     count, m = len(carry), len(appends)
     traced = len(lengths) == len(sources) and _symbolic(*lengths)
     initial = tuple(carry)
+    plain = (initial, body)  # (what a Python loop takes: see for_range)
     if traced:
         carry = _bound_markers(carry, lambda: _first_items(sources, enumerated))  # (a Python loop would fix it)
+        plain = (carry, body)
         # (a break's flag: the steps are a loop op, each with its cond on the flag, or a cond each)
         literals = (*literals, *_numbers(carry, decided=bool(stops)))
         carry, body = _with_flags(carry, body, literals, count + m, accelerator(carry, sources))
@@ -749,7 +753,7 @@ def for_each(
         items = builtins.zip(*sources) if zipped else iterable.unbind(0) if unbind else iterable
         if enumerated is not None:
             items = ((i, *row) if zipped else (i, row) for i, row in builtins.enumerate(items, enumerated))
-        state = tuple(carry)
+        state, body = plain
         for item in items:
             args = item if (zipped or enumerated is not None) else (item,)
             state = _append(_as_tuple(body(*args, *state), count + m), count, appends)

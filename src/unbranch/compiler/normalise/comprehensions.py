@@ -167,6 +167,9 @@ class Comprehensions(Pass):
         generator = self._filtered.pop(first.value)
         clause = generator.for_in
         rows = unbound_rows(clause.iter) or clause.iter
+        if isinstance(rows, cst.Call) and isinstance(rows.func, cst.Name) and rows.func.value == "range":
+            # (Python's range() of a symbolic size would fix it to the example's: _ub.indices keeps it)
+            rows = rows.with_changes(func=cst.Attribute(cst.Name(self.ctx.runtime), cst.Name("indices")))
         value = cst.Lambda(cst.Parameters([cst.Param(clause.target)]), generator.elt)
         args = [cst.Arg(first), cst.Arg(rows), cst.Arg(value), *(cst.Arg(a.value) for a in updated.args[1:])]
         return self.ctx.runtime_call("first", *(a.value for a in args))

@@ -564,6 +564,8 @@ class JumpFlags(Pass):
             after += orelse
             updated = updated.with_changes(orelse=None)
         false = ctx.runtime_call("flag", cst.Name("False")) if tensors else cst.Name("False")
+        if tensors:
+            ctx.run.jump_flags.update(flags.values(), (name for name, _ in lowering.returned))
         if CONTINUE in flags:
             new_body = [_assign(flags[CONTINUE], false), *new_body]
         before = []

@@ -323,5 +323,5 @@ class LoopRule(Pass):
                 return Refusal(f"'{name}' is carried by the loop but not set before it")
         mutated = tuple(i for i, n in enumerate(names) if n in effects.mutated)
         kept = tuple(i for i in mutated if names[i] not in effects.rebound)
-        literals = tuple(i for i, n in enumerate(names) if n in ctx.classifier.literal_flags)
+        literals = tuple(i for i, n in enumerate(names) if n in ctx.classifier.literal_flags or n in ctx.jump_flags)
         return Carried(names, mutated, kept, literals)

@@ -181,7 +181,7 @@ class IfToCond(Pass):
             where = f"{ctx.source.path}:{ctx.line_of(original)}"
             args.append(keyword("keep", tuple_node([cst.SimpleString(repr(text)) for text in (*one_side, where)])))
             ctx.note(original, "one-sided", f"under export only the {one_side[0]} side, checked: {one_side[1]}")
-        flags = [n for n in outputs or () if n in ctx.classifier.literal_flags]  # tensors in a cond
+        flags = [n for n in outputs or () if n in ctx.classifier.literal_flags or n in ctx.jump_flags]  # tensors
         if flags:
             args.append(keyword("literals", tuple_node([cst.Integer(str(outputs.index(n))) for n in flags])))
         if binds_python_values(body + orelse, set(outputs or ()) - set(flags)):
