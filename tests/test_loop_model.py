@@ -374,13 +374,30 @@ class Patience(torch.nn.Module):
         return h
 
 
+class BestSoFar(torch.nn.Module):
+    """``prev = None`` before the loop, tested in the first step's break condition (``prev is not None and``),
+    then the step's value: a break on data after a first step Python decides."""
+
+    def forward(self, x):
+        prev = None
+        y = x
+        for _ in range(5):
+            y = y * 0.5 + 1
+            if prev is not None and (y - prev).abs().max() < 0.2:
+                break
+            prev = y
+        return y
+
+
 @pytest.mark.parametrize("strict", MODES)
 def test_loops_a_break_stops_on_data(strict):
     cases = [
         (StopsAt(), [(_rows(5, at),) for at in (0, 2, None)], (_rows(5, 1),)),
         (Refine(), [(torch.randn(4, 3),), (torch.zeros(6, 3),), (torch.randn(3, 3) * 100,)], (torch.randn(4, 3),)),
+        (BestSoFar(), [(torch.randn(6, 3) * 10,), (torch.full((3, 3), 2.0),), (torch.zeros(2, 3),)], (torch.randn(4, 3),)),
     ]
-    if not strict:  # (strict export: dynamo traces the first step's guard as a cond, where 'last' is still None)
+    if not strict:  # (strict export: the steps after the first break on data are a while_loop, whose counter
+        # cannot index the ModuleList: "Could not guard on data-dependent expression u0 >= -4")
         torch.manual_seed(0)
         cases.append((Patience(), [(torch.randn(2, 3) * s,) for s in (0.01, 1.0, 10.0)], (torch.randn(2, 3),)))
     for model, inputs, example in cases:
