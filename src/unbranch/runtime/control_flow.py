@@ -226,6 +226,10 @@ def unmerged(reason: str) -> bool:
 # what torch.cond says when it rejects its branches, and what that means in the user's code
 _LIMITS = [
     (
+        ("expected both a and b to be FakeTensor",),
+        "a side gives a number (an int) where the other gives a tensor (a 0-d counter, a value from data)",
+    ),
+    (
         ("Unmatched output spec", "differing branch outputs", "constant non-int"),
         "a side gives None (or another value that is neither a tensor nor an int) among its results, or the "
         "two sides give results of different structures; torch.cond needs the same tensors from both sides",
@@ -505,7 +509,7 @@ _HOLDING = (
 def gave_numbers(e: BaseException) -> bool:
     """Did torch.cond reject a side for giving a number it cannot return (a float, one from data)?"""
     meaning = torch_limit(e) or ""
-    return meaning.startswith(("a side gives a number computed from data", "a side gives a Python float"))
+    return meaning.startswith(("a side gives a number", "a side gives a Python float"))
 
 
 def _dense(out):
