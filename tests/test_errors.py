@@ -369,3 +369,43 @@ def test_refusal_inside_rewritten_code_names_the_users_file_and_line():
     err = info.value
     assert err.path == __file__ and err.line == line_of(RowsOfAGenerator.rows, "for r in x.unbind(0)")
     assert "unbranch:" not in str(err) and "generators and coroutines are not supported" in str(err)
+
+
+class ResetOnDone(torch.nn.Module):
+    """A recurrent step whose state is appended, then reset in place for finished rows (tianshou-like)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.cell = torch.nn.GRUCell(3, 4)
+
+    def forward(self, x, done):
+        h = torch.zeros(x.shape[0], 4)
+        outs = []
+        for t in range(x.shape[1]):
+            h = self.cell(x[:, t], h)
+            outs.append(h)
+            for b in range(h.shape[0]):
+                if done[b, t]:
+                    h[b] = 0.0
+        return torch.stack(outs, 1), h
+
+
+def test_an_in_place_change_autograd_saved_is_explained_and_no_grad_exports():
+    """With grad enabled torch's loop op refuses the step's in-place reset of a tensor autograd saved: the
+    error names the user's file (not torch's ``<string>``) and says so; under no_grad it exports and matches."""
+    model = ResetOnDone().eval()
+    example = (torch.randn(2, 3, 3), torch.tensor([[False, True, False], [False, False, False]]))
+    dims = ({0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC},) * 2
+    with pytest.raises(UnbranchError, match="autograd saved for the gradient") as info:
+        unbranch.export(model, example, dynamic_shapes=dims)
+    assert info.value.path == __file__
+    with torch.no_grad():
+        ep = unbranch.export(model, example, dynamic_shapes=dims)
+        for x, done in [
+            example,
+            (torch.randn(4, 5, 3), torch.rand(4, 5) > 0.5),
+            (torch.randn(3, 2, 3), torch.ones(3, 2) > 0),
+        ]:
+            got, want = ep.module()(x, done), model(x, done)
+            torch.testing.assert_close(got, want)

@@ -191,7 +191,8 @@ def _chain(e: BaseException) -> list:
 def place(e: BaseException) -> tuple[str | None, int | None]:
     """(path, line) in the user's file of the innermost user frame ``e`` names (a line of rewritten
     code moved back to the line it stands for), or (None, None)."""
-    site = next(iter(sites(e, kind="other")), None)
+    # (not code without a file: ``<string>``, which torch's scan and cond make while tracing a step)
+    site = next((s for s in sites(e, kind="other") if not s.path.startswith("<")), None)
     if site is None:
         return None, None
     if site.path.startswith(GENERATED):

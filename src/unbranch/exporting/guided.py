@@ -620,7 +620,10 @@ class Guide:
     def _failed_after(self, error: BaseException) -> UnbranchError:
         """The export of rewritten code failed otherwise: where (the user's frame) and, if torch.cond said so, why."""
         names = ", ".join(rm.qualname for rm in self.methods) or "nothing"
-        return UnbranchError(f"after rewriting {names}, the export failed: {rejection(error)}", *place(error), "export")
+        path, line = place(error)
+        if path is None and self.methods:  # (no frame of the user's: the function rewritten last)
+            path, line = self.methods[-1].source.path, self.methods[-1].source.line
+        return UnbranchError(f"after rewriting {names}, the export failed: {rejection(error)}", path, line, "export")
 
 
 # how a function torch names is rewritten, each level when torch stops in it again (or the one

@@ -235,6 +235,12 @@ _LIMITS = [
         "two sides give results of different structures; torch.cond needs the same tensors from both sides",
     ),
     (("expected same dtype",), "the two sides give tensors of different dtypes"),
+    (
+        ("needed for gradient computation has been modified by an inplace operation",),
+        "code inside changes in place a tensor autograd saved for the gradient (torch traces a loop op's or "
+        "cond's step with autograd where grad is enabled): export under torch.no_grad(), or make the change "
+        "out of place",
+    ),
     (("expected same dim",), "the two sides give tensors of different ranks"),
     (("HOP body output unsupported",), "a side gives a Python float or string; torch.cond returns tensors and ints"),
     (
