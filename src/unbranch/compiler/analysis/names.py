@@ -133,6 +133,15 @@ def _expr_effects(node: cst.CSTNode) -> tuple[frozenset, frozenset]:
     return frozenset(c.reads), frozenset(c.writes)
 
 
+def target_list(target: cst.BaseExpression) -> list[str] | None:
+    """A loop's variables in order (``row``; ``i, row``); None for other targets (``x[0]``, nested)."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)) and all(isinstance(e.value, cst.Name) for e in target.elements):
+        return [e.value.value for e in target.elements]
+    return None
+
+
 def target_names(target: cst.BaseExpression) -> set[str]:
     """Names bound by an assignment target (``a``, ``a, *b``, ``[a, (b, c)]``)."""
     if isinstance(target, cst.Name):

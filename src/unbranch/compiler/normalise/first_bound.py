@@ -35,7 +35,7 @@ import libcst as cst
 
 from ..analysis.effects import block_effects
 from ..analysis.liveness import assigned, live_in, orelse_body
-from ..analysis.names import OwnScope, block_writes, expr_reads, target_names
+from ..analysis.names import OwnScope, block_writes, expr_reads, target_list, target_names
 from ..lower.build import keyword, runtime_operator
 from ..passes import IF, LOOP, Pass, Rewrite, Unchanged
 
@@ -119,11 +119,8 @@ def _walk(stmts, bound: set[str]) -> tuple[set[str] | None, list[set[str]]]:
 
 def _target_params(loop: cst.For) -> list[cst.Param] | None:
     """The loop's variables as a lambda's parameters (``row``; ``i, row``), None for other targets."""
-    t = loop.target
-    names = [t] if isinstance(t, cst.Name) else [e.value for e in t.elements] if isinstance(t, cst.Tuple) else None
-    if names is None or not all(isinstance(n, cst.Name) for n in names):
-        return None
-    return [cst.Param(cst.Name(n.value)) for n in names]
+    names = target_list(loop.target)
+    return None if names is None else [cst.Param(cst.Name(n)) for n in names]
 
 
 class _OtherSides(OwnScope, cst.CSTTransformer):

@@ -33,7 +33,7 @@ import libcst as cst
 
 from ..analysis.classify import SHAPE, TENSOR
 from ..analysis.liveness import orelse_body
-from ..analysis.names import OwnScope, block_writes, expr_reads, target_names
+from ..analysis.names import OwnScope, block_writes, expr_reads, target_list, target_names
 from ..analysis.walk import read
 from ..lower.build import keyword
 from ..lower.predicates import runtime_predicate
@@ -243,19 +243,9 @@ def _unset(name: str, loop: cst.For, ctx) -> cst.Call:
         if len(plain) == len(iterable.args):
             args.append(plain[0].value if len(plain) > 1 else cst.Integer("0"))
         return ctx.runtime_call("unbound", *args)
-    params = cst.Parameters([cst.Param(cst.Name(n)) for n in _target_list(loop.target)])
-    return ctx.runtime_call("unbound", *args).with_changes(
-        args=[cst.Arg(args[0]), keyword("like", cst.Lambda(params, cst.Name(name)))]
-    )
-
-
-def _target_list(target) -> list[str] | None:
-    """The loop's variables in order (``row``; ``i, row``), None for other targets (``x[0]``, nested)."""
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)) and all(isinstance(e.value, cst.Name) for e in target.elements):
-        return [e.value.value for e in target.elements]
-    return None
+    params = cst.Parameters([cst.Param(cst.Name(n)) for n in target_list(loop.target)])
+    call = ctx.runtime_call("unbound", *args)
+    return call.with_changes(args=[*call.args, keyword("like", cst.Lambda(params, cst.Name(name)))])
 
 
 class _ReturnReads(OwnScope, cst.CSTVisitor):
@@ -527,7 +517,7 @@ class JumpFlags(Pass):
                 # read after the loop, or by a return's value (computed after the loop, from these)
                 needed = target_names(updated.target) & (self.facts.live_out.get(original, set()) | returned.names)
                 if needed:
-                    targets = _target_list(updated.target)
+                    targets = target_list(updated.target)
                     # recorded after the body's last rebinding of them (RowEffects' ``row = x[i]``), where
                     # no jump comes before it: from there to the jump the step leaves them as they are
                     start = max((k + 1 for k, st in enumerate(body) if needed & block_writes([st])), default=0)

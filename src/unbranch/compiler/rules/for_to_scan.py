@@ -44,7 +44,7 @@ import libcst as cst
 from ..analysis.classify import unbound_rows
 from ..analysis.effects import block_effects, in_place
 from ..analysis.liveness import surroundings
-from ..analysis.names import OwnScope, block_writes, expr_reads
+from ..analysis.names import OwnScope, block_writes, expr_reads, target_list
 from ..analysis.walk import read, transform
 from ..lower.build import keyword, tuple_node
 from ..origins import Inheriting
@@ -69,14 +69,6 @@ class _Last:
 
     names: list[str]
     statement: cst.SimpleStatementLine
-
-
-def _names(target) -> list[str] | None:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)) and all(isinstance(e.value, cst.Name) for e in target.elements):
-        return [e.value.value for e in target.elements]
-    return None
 
 
 def _call_of(it, name: str) -> cst.Call | None:
@@ -118,7 +110,7 @@ def _enumerated_zip(node: cst.For) -> Iteration | None:
     if zipped is None or any(a.keyword for a in (*enum.args, *zipped.args)) or not isinstance(target, cst.Tuple):
         return None
     index, *rest = target.elements
-    items = _names(rest[0].value) if len(rest) == 1 else None
+    items = target_list(rest[0].value) if len(rest) == 1 else None
     if not isinstance(index.value, cst.Name) or items is None or len(items) != len(zipped.args):
         return None
     over = cst.Tuple([cst.Element(a.value) for a in zipped.args])
@@ -127,7 +119,7 @@ def _enumerated_zip(node: cst.For) -> Iteration | None:
 
 
 def iteration(node: cst.For) -> Iteration | Refusal:
-    targets = _names(node.target)
+    targets = target_list(node.target)
     if targets is None:
         return _enumerated_zip(node) or Refusal("a for loop whose target is not a name or a tuple of names")
     it = node.iter
